@@ -1,0 +1,42 @@
+# The two commands: `make demo` and `make test`. Everything runs from .venv, made on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test lint format bench soak screenshots clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lockconsole needs Python 3.11 or newer (set PYTHON=python3.x)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lockconsole demo $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check lockconsole tests bench
+	$(BIN)/ruff format --check lockconsole tests bench
+
+format: $(STAMP)
+	$(BIN)/ruff format lockconsole tests bench
+	$(BIN)/ruff check --fix lockconsole tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+soak: $(STAMP)
+	LOCKCONSOLE_SOAK=long $(BIN)/python -m pytest tests/faults -k soak -s
+
+screenshots: $(STAMP)
+	$(BIN)/python -m lockconsole.tui.screenshots screenshots
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,23 @@
+"""lockconsole: run a job scheduled on every instance exactly once, with database locks.
+
+Public API: `run_once` (context manager and decorator) and `__version__`. Importing this
+package imports nothing heavy; the engine loads on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["run_once", "__version__"]
+
+if TYPE_CHECKING:
+    from .api import run_once
+
+
+def __getattr__(name: str) -> Any:
+    if name == "run_once":
+        from .api import run_once
+
+        return run_once
+    raise AttributeError(name)

@@ -1,0 +1,53 @@
+"""Lock backends: one module per lock kind, each holding one job's lock on its own connection.
+
+The runner drives every backend the same way:
+  acquire() once (never waits) -> still_held() from the watchdog thread while the job runs
+  -> release() after the watchdog stopped -> close().
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..models import Database, Job
+
+
+class Lock(Protocol):
+    """One job's lock on a dedicated connection that never goes back to a pool while held."""
+
+    strategy: str
+    session_id: int | None  # PostgreSQL backend pid / MySQL connection id; None for leases
+    fencing_token: int | None  # leases: grows with every acquisition of the name
+
+    def acquire(self) -> bool:
+        """Try once, without waiting: True when this session now holds the lock."""
+
+    def still_held(self) -> bool:
+        """False when the lock or its connection is gone (may raise DatabaseError)."""
+
+    def release(self) -> None:
+        """Give the lock back (a lease honours min_hold); harmless after a loss."""
+
+    def close(self) -> None:
+        """Close the connection; session locks die with it."""
+
+
+def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:
+    """The lock object for `job`'s strategy, connected to `database`."""
+    if job.strategy == "pg-session":
+        from .postgres import PgSessionLock
+
+        return PgSessionLock(job, database, application_name=application_name)
+    if job.strategy == "pg-xact":
+        from .postgres import PgXactLock
+
+        return PgXactLock(job, database, application_name=application_name)
+    if job.strategy == "mysql":
+        from .mysql import MysqlLock
+
+        return MysqlLock(job, database)
+    if job.strategy == "lease":
+        from .lease import LeaseLock
+
+        return LeaseLock(job, database, owner=instance)
+    raise ValueError(f"unknown strategy {job.strategy!r}")

@@ -1,0 +1,100 @@
+"""The `lockconsole` command: argparse subcommands, each importing only what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .errors import ConfigError, LockconsoleError, UsageError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .config import SEARCH_ORDER_HELP
+
+    parser = _Parser(
+        prog="lockconsole",
+        description="Run a job scheduled on every instance exactly once, and steer it.",
+        epilog=f"Configuration is looked up in this order: {SEARCH_ORDER_HELP}.",
+    )
+    parser.add_argument("--version", action="version", version=f"lockconsole {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="the lockconsole.toml to use")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    p = sub.add_parser("config", help="check the configuration and show what it resolves to")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    from . import cli_run
+
+    cli_run.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "config":
+            return cmd_config(args)
+        if args.command in ("run", "schedule"):
+            from . import cli_run
+
+            return cli_run.dispatch(args)
+        raise UsageError("lockconsole: choose a command (see lockconsole --help)")
+    except ConfigError as exc:
+        print(f"lockconsole: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LockconsoleError as exc:
+        print(f"lockconsole: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    config = load_config(args.config)
+    data = {
+        "path": config.path,
+        "databases": {n: d.url.masked for n, d in config.databases.items()},
+        "ledger_database": config.ledger_database,
+        "jobs": {
+            name: {
+                "database": job.database,
+                "strategy": job.strategy,
+                "key": str(job.key),
+                "key_kind": job.key.kind,
+                "key_derived_from": job.key.derived_from,
+                "schedule": job.schedule,
+                "timezone": job.timezone,
+                "command": list(job.command) if job.command else None,
+                "callable": job.callable,
+                "max_duration_s": job.max_duration.total_seconds() if job.max_duration else None,
+                "min_hold_s": job.min_hold.total_seconds(),
+            }
+            for name, job in config.jobs.items()
+        },
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    print(f"config: {config.path}")
+    for name, url in data["databases"].items():
+        print(f"database {name}: {url}")
+    for name, job in data["jobs"].items():
+        print(
+            f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
+            f"schedule={job['schedule'] or '-'} ({job['timezone']})"
+        )
+    return EXIT_OK

@@ -1,0 +1,412 @@
+"""lockconsole.toml -> frozen dataclasses.
+
+Search order (the first that exists wins):
+  1. --config PATH
+  2. $LOCKCONSOLE_CONFIG
+  3. ./lockconsole.toml
+  4. $XDG_CONFIG_HOME/lockconsole/config.toml (default ~/.config/lockconsole/config.toml)
+
+Every mistake raises ConfigError naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from . import keys
+from .errors import ConfigError
+from .models import STRATEGIES, Database, Idempotency, Job
+from .urls import expand_env, parse_url
+
+SEARCH_ORDER_HELP = (
+    "--config PATH, $LOCKCONSOLE_CONFIG, ./lockconsole.toml, "
+    "$XDG_CONFIG_HOME/lockconsole/config.toml"
+)
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
+JOB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+STRATEGY_DIALECTS = {
+    "pg-session": ("postgresql",),
+    "pg-xact": ("postgresql",),
+    "mysql": ("mysql",),
+    "lease": ("postgresql", "mysql", "sqlite"),
+}
+_TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
+_SETTINGS_KEYS = {"ledger_database", "instance"}
+_DATABASE_KEYS = {"url"}
+_JOB_KEYS = {
+    "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
+    "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot",
+    "watchdog_interval", "stop_grace",
+}  # fmt: skip
+_IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    databases: Mapping[str, Database]
+    jobs: Mapping[str, Job]
+    ledger_database: str | None = None
+    instance: str | None = None
+    console: Mapping[str, Any] = field(default_factory=dict)
+    keymap: Mapping[str, str] = field(default_factory=dict)
+
+    def job(self, name: str) -> Job:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.jobs)) or "none configured"
+            raise ConfigError(f"no job named {name!r} (jobs: {known})", path=self.path) from None
+
+    def database_for(self, job: Job) -> Database:
+        return self.databases[job.database]
+
+    def ledger_for(self, job: Job) -> Database:
+        """The database that keeps the run ledger of `job`."""
+        return self.databases[self.ledger_database or job.database]
+
+
+def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The config file to use, by the search order in this module's docstring."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {explicit}")
+        return path
+    if env.get("LOCKCONSOLE_CONFIG"):
+        path = Path(env["LOCKCONSOLE_CONFIG"])
+        if not path.is_file():
+            raise ConfigError(f"$LOCKCONSOLE_CONFIG points at a missing file: {path}")
+        return path
+    candidates = [Path("lockconsole.toml")]
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    candidates.append(Path(xdg) / "lockconsole" / "config.toml")
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ConfigError(f"no configuration found (looked for {SEARCH_ORDER_HELP})")
+
+
+def load_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    path = find_config(explicit, environ)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", path=str(path)) from None
+    return parse_config(text, str(path), environ)
+
+
+def parse_config(
+    text: str, path: str = "<config>", environ: Mapping[str, str] | None = None
+) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", msg)
+        line = int(m.group(1)) if m else None
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        raise ConfigError(f"not valid TOML: {msg}", path=path, line=line) from None
+    return _Builder(text, path, dict(os.environ if environ is None else environ)).build(data)
+
+
+def parse_duration(value: object) -> timedelta:
+    """'2h', '5m', '1h30m', '500ms', '45s' or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is like '30s', '5m', '2h' or a number of seconds")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration must not be negative")
+        return timedelta(seconds=value)
+    if not isinstance(value, str):
+        raise ValueError("a duration is like '30s', '5m', '2h' or a number of seconds")
+    text = value.strip().lower().replace(" ", "")
+    if (
+        not text
+        or not _DURATION_PART.fullmatch(text)
+        and not re.fullmatch(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+", text)
+    ):
+        raise ValueError(f"{value!r} is not a duration (like '30s', '5m', '2h', '1h30m')")
+    seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(text))
+    return timedelta(seconds=seconds)
+
+
+def check_identifier(value: object) -> str:
+    """A plain SQL name (optionally schema.name); anything else is refused, never quoted in."""
+    if not isinstance(value, str) or not IDENTIFIER.match(value):
+        raise ValueError(
+            f"{value!r} is not a plain table or column name (letters, digits, _; optional schema.)"
+        )
+    return value
+
+
+def check_cron(expr: str) -> None:
+    from croniter import croniter
+
+    if not isinstance(expr, str) or not croniter.is_valid(expr):
+        raise ValueError(f"{expr!r} is not a valid cron expression (like '0 2 * * *')")
+
+
+def check_timezone(name: object) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if not isinstance(name, str) or not name:
+        raise ValueError("a time zone is a name like 'UTC' or 'Europe/Berlin'")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
+    return name
+
+
+class _Builder:
+    """Turns parsed TOML into a Config, locating each error's line in the source text."""
+
+    def __init__(self, text: str, path: str, environ: dict[str, str]) -> None:
+        self.lines = text.splitlines()
+        self.path = path
+        self.environ = environ
+
+    def error(self, table: tuple[str, ...], key: str | None, message: str) -> ConfigError:
+        dotted = ".".join((*table, key) if key else table)
+        return ConfigError(message, path=self.path, line=self.locate(table, key), key=dotted)
+
+    def locate(self, table: tuple[str, ...], key: str | None) -> int | None:
+        """The line of `key` inside `[table]` (or of the header, or of a dotted key)."""
+        want = ".".join(table)
+        current = ""
+        header_line = None
+        for number, line in enumerate(self.lines, 1):
+            stripped = line.strip()
+            m = re.match(r"^\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$", stripped)
+            if m:
+                current = re.sub(r"\s*\.\s*", ".", m.group(1)).replace('"', "").replace("'", "")
+                if current == want:
+                    header_line = number
+                continue
+            if key is None:
+                continue
+            m = re.match(r"^([A-Za-z0-9_\"'.\- ]+?)\s*=", stripped)
+            if not m:
+                continue
+            full = ".".join(filter(None, [current, m.group(1).replace('"', "").replace("'", "")]))
+            full = re.sub(r"\s*\.\s*", ".", full)
+            if full == f"{want}.{key}":
+                return number
+        return header_line
+
+    def table(self, value: object, where: tuple[str, ...], allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(where[:-1], where[-1], "must be a table")
+        for k in value:
+            if k not in allowed:
+                raise self.error(where, k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return value
+
+    def build(self, data: dict[str, Any]) -> Config:
+        for k in data:
+            if k not in _TOP_KEYS:
+                raise self.error(
+                    (), k, f"unknown section (allowed: {', '.join(sorted(_TOP_KEYS))})"
+                )
+        settings = self.table(data.get("lockconsole", {}), ("lockconsole",), _SETTINGS_KEYS)
+        databases = self.databases(data.get("databases", {}))
+        jobs = {}
+        raw_jobs = data.get("jobs", {})
+        if not isinstance(raw_jobs, dict):
+            raise self.error((), "jobs", "must be a table of jobs")
+        for name, raw in raw_jobs.items():
+            jobs[name] = self.job(name, raw, databases)
+        ledger = settings.get("ledger_database")
+        if ledger is not None and ledger not in databases:
+            raise self.error(("lockconsole",), "ledger_database", f"no database named {ledger!r}")
+        instance = settings.get("instance")
+        if instance is not None and (not isinstance(instance, str) or not instance.strip()):
+            raise self.error(("lockconsole",), "instance", "must be a non-empty string")
+        console = data.get("console", {})
+        keymap = data.get("keys", {})
+        if not isinstance(console, dict):
+            raise self.error((), "console", "must be a table")
+        if not isinstance(keymap, dict) or not all(isinstance(v, str) for v in keymap.values()):
+            raise self.error((), "keys", 'must be a table of action = "key"')
+        return Config(self.path, databases, jobs, ledger, instance, console, keymap)
+
+    def databases(self, raw: object) -> dict[str, Database]:
+        if not isinstance(raw, dict):
+            raise self.error((), "databases", "must be a table of databases")
+        out = {}
+        for name, spec in raw.items():
+            where = ("databases", name)
+            spec = self.table(spec, where, _DATABASE_KEYS)
+            if "url" not in spec:
+                raise self.error(where, None, "missing key 'url'")
+            try:
+                url = parse_url(expand_env(spec["url"], self.environ))
+            except (ValueError, TypeError) as exc:
+                raise self.error(where, "url", str(exc)) from None
+            out[name] = Database(name, url)
+        return out
+
+    def job(self, name: str, raw: object, databases: dict[str, Database]) -> Job:
+        where = ("jobs", name)
+        spec = self.table(raw, where, _JOB_KEYS)
+        if not JOB_NAME.match(name):
+            raise self.error(where, None, "a job name is 1-64 letters, digits, _ . : -")
+        field_error = self.field_error(where)
+
+        database = spec.get("database")
+        if database is None:
+            if len(databases) != 1:
+                raise self.error(where, None, "missing key 'database'")
+            database = next(iter(databases))
+        if not isinstance(database, str) or database not in databases:
+            known = ", ".join(sorted(databases)) or "none"
+            raise field_error("database", f"no database named {database!r} (databases: {known})")
+
+        strategy = spec.get("strategy", "pg-session")
+        if strategy not in STRATEGIES:
+            raise field_error(
+                "strategy", f"unknown strategy {strategy!r} (choose {', '.join(STRATEGIES)})"
+            )
+        dialect = databases[database].url.dialect
+        if dialect not in STRATEGY_DIALECTS[strategy]:
+            raise field_error(
+                "strategy",
+                f"{strategy} needs a {' or '.join(STRATEGY_DIALECTS[strategy])} database, "
+                f"and {database!r} is {dialect}",
+            )
+
+        recipe = spec.get("key_recipe", "sha256")
+        if recipe not in keys.RECIPES:
+            raise field_error(
+                "key_recipe", f"unknown recipe {recipe!r} (choose {', '.join(keys.RECIPES)})"
+            )
+        try:
+            if strategy in ("pg-session", "pg-xact"):
+                key = keys.pg_key_for(name, spec.get("key"), recipe)
+            else:
+                key = keys.name_key_for(name, spec.get("key"))
+        except ValueError as exc:
+            raise field_error("key", str(exc)) from None
+
+        schedule = spec.get("schedule")
+        if schedule is not None:
+            try:
+                check_cron(schedule)
+            except ValueError as exc:
+                raise field_error("schedule", str(exc)) from None
+        try:
+            timezone = check_timezone(spec.get("timezone", "UTC"))
+        except ValueError as exc:
+            raise field_error("timezone", str(exc)) from None
+
+        command = spec.get("command")
+        target = spec.get("callable")
+        if command is not None and target is not None:
+            raise field_error("callable", "give either 'command' or 'callable', not both")
+        if command is not None:
+            if isinstance(command, str):
+                command = [command]
+            if (
+                not isinstance(command, list)
+                or not command
+                or not all(isinstance(a, str) and a for a in command)
+            ):
+                raise field_error(
+                    "command", 'must be a list of strings, like ["python", "-m", "billing"]'
+                )
+            command = tuple(command)
+        if target is not None and (
+            not isinstance(target, str)
+            or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target)
+        ):
+            raise field_error("callable", "must be 'package.module:function'")
+
+        durations = {}
+        for k in ("max_duration", "min_hold"):
+            if k in spec:
+                try:
+                    durations[k] = parse_duration(spec[k])
+                except ValueError as exc:
+                    raise field_error(k, str(exc)) from None
+        max_duration = durations.get("max_duration")
+        min_hold = durations.get("min_hold", timedelta(0))
+        if max_duration is not None and max_duration <= timedelta(0):
+            raise field_error("max_duration", "must be longer than zero")
+        if strategy == "lease" and max_duration is None:
+            max_duration = timedelta(hours=1)
+        if max_duration is not None and min_hold > max_duration:
+            raise field_error("min_hold", "must not be longer than max_duration")
+
+        numbers = {}
+        for k, default in (("watchdog_interval", 5.0), ("stop_grace", 10.0)):
+            v = spec.get(k, default)
+            if isinstance(v, str):
+                try:
+                    v = parse_duration(v).total_seconds()
+                except ValueError as exc:
+                    raise field_error(k, str(exc)) from None
+            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+                raise field_error(k, "must be a positive number of seconds or a duration")
+            numbers[k] = float(v)
+
+        once = spec.get("once_per_slot", True)
+        if not isinstance(once, bool):
+            raise field_error("once_per_slot", "must be true or false")
+        lease_table = spec.get("lease_table", "shedlock")
+        try:
+            check_identifier(lease_table)
+        except ValueError as exc:
+            raise field_error("lease_table", str(exc)) from None
+
+        idempotency = None
+        if "idempotency" in spec:
+            idempotency = self.idempotency(where + ("idempotency",), spec["idempotency"])
+
+        return Job(
+            name=name, database=database, strategy=strategy, key=key, schedule=schedule,
+            timezone=timezone, command=command, callable=target, max_duration=max_duration,
+            min_hold=min_hold, idempotency=idempotency, lease_table=lease_table,
+            once_per_slot=once, watchdog_interval=numbers["watchdog_interval"],
+            stop_grace=numbers["stop_grace"],
+        )  # fmt: skip
+
+    def field_error(self, where: tuple[str, ...]):
+        return lambda key, message: self.error(where, key, message)
+
+    def idempotency(self, where: tuple[str, ...], raw: object) -> Idempotency:
+        spec = self.table(raw, where, _IDEMPOTENCY_KEYS)
+        if "table" not in spec or "key" not in spec:
+            raise self.error(where, None, "needs 'table' and 'key'")
+        try:
+            table = check_identifier(spec["table"])
+        except ValueError as exc:
+            raise self.error(where, "table", str(exc)) from None
+        cols = spec["key"]
+        if isinstance(cols, str):
+            cols = [cols]
+        if not isinstance(cols, list) or not cols:
+            raise self.error(where, "key", "must be a list of column names")
+        try:
+            key = tuple(check_identifier(c) for c in cols)
+            if any("." in c for c in key):
+                raise ValueError("key columns are plain column names, without a table")
+            run_column = spec.get("run_column")
+            if run_column is not None:
+                check_identifier(run_column)
+        except ValueError as exc:
+            k = "run_column" if "run_column" in spec and "key" not in str(exc) else "key"
+            raise self.error(where, k, str(exc)) from None
+        if len(set(key)) != len(key):
+            raise self.error(where, "key", "lists a column twice")
+        return Idempotency(table, key, run_column)

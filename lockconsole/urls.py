@@ -1,0 +1,112 @@
+"""Database URLs: parse, check and mask, without importing SQLAlchemy (the run path stays fast)."""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from .models import DatabaseURL
+
+_SCHEMES = {
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+psycopg": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "mysql+pymysql": "mysql",
+    "mariadb+pymysql": "mysql",
+    "sqlite": "sqlite",
+}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(text: str, environ: dict[str, str] | None = None) -> str:
+    """Replace ${NAME} with the environment's value; a missing variable is an error."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in env:
+            raise ValueError(f"environment variable {name} is not set")
+        return env[name]
+
+    return _ENV.sub(sub, text)
+
+
+def parse_url(raw: str) -> DatabaseURL:
+    """Parse a postgresql://, mysql:// or sqlite:/// URL; ValueError names what is wrong."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("a database URL must be a non-empty string")
+    scheme, sep, _ = raw.partition("://")
+    if not sep:
+        raise ValueError("not a URL (expected postgresql://, mysql:// or sqlite:///)")
+    dialect = _SCHEMES.get(scheme.lower())
+    if dialect is None:
+        raise ValueError(
+            f"unsupported URL scheme {scheme!r} (expected postgresql://, mysql:// or sqlite:///)"
+        )
+    if dialect == "sqlite":
+        path = raw.split("://", 1)[1]
+        if not path.startswith("/"):
+            raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
+        return DatabaseURL("sqlite", raw, raw, database=path[1:] or ":memory:")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"malformed URL: {exc}") from None
+    if any(c.isspace() for c in raw):
+        raise ValueError("a URL must not contain spaces")
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    database = unquote(parts.path.lstrip("/")) or None
+    query = tuple(parse_qsl(parts.query, keep_blank_values=True))
+    for k, _v in query:
+        if k.lower() == "password":
+            password = password or _v
+    return DatabaseURL(
+        dialect,  # type: ignore[arg-type]
+        raw,
+        mask(raw),
+        host=parts.hostname,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        query=query,
+    )
+
+
+def mask(raw: str) -> str:
+    """The URL with any password replaced by ***; safe for screens, logs and JSON."""
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{hostport}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = "&".join(
+            f"{quote(k)}={'***' if k.lower() == 'password' else quote(v, safe='/')}"
+            for k, v in pairs
+        )
+    out = f"{parts.scheme}://{netloc}{parts.path}"
+    return f"{out}?{query}" if query else out
+
+
+def scrub(text: str, *urls: DatabaseURL) -> str:
+    """Remove every password of `urls` from a message (driver errors may echo them)."""
+    for url in urls:
+        if url.password:
+            text = text.replace(url.password, "***")
+            text = text.replace(quote(url.password, safe=""), "***")
+        if url.raw and url.raw != url.masked:
+            text = text.replace(url.raw, url.masked)
+    return text

