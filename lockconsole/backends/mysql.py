@@ -1,0 +1,124 @@
+"""MySQL/MariaDB user-level locks: GET_LOCK(name, 0) held by one dedicated connection."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from .. import sqlfiles
+from ..errors import DatabaseError
+from ..models import Database, Job
+from ..urls import scrub
+from .connect import connect_mysql, first_line
+
+READ_TIMEOUT = 10  # seconds: a statement on the lock connection that gets no answer fails
+
+
+class MysqlLock:
+    """GET_LOCK(name, 0) on a connection of its own; RELEASE_LOCK or disconnect frees it."""
+
+    strategy = "mysql"
+    fencing_token: int | None = None
+
+    def __init__(self, job: Job, database: Database) -> None:
+        if job.key.kind != "name":
+            raise ValueError(f"job {job.name!r}: a {job.key.kind} key cannot be a GET_LOCK name")
+        self.job = job
+        self.database = database
+        self.name = str(job.key.value)
+        self.session_id: int | None = None  # CONNECTION_ID() of the lock connection
+        self.held = False
+        self.lost_on_release = False  # release found the lock (or its session) already gone
+        self._closed = False
+        self.conn: Any = connect_mysql(database.url, read_timeout=READ_TIMEOUT)
+
+    def _fetch(self, query: str) -> tuple[Any, ...] | None:
+        with self.conn.cursor() as cur:
+            cur.execute(sqlfiles.load(query, "mysql"), {"name": self.name})
+            return cur.fetchone()
+
+    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+        url = self.database.url
+        return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
+
+    def _gone(self) -> bool:
+        return self._closed or not self.conn.open
+
+    def acquire(self) -> bool:
+        """Try once without waiting; True when this connection now holds the name."""
+        import pymysql
+
+        if self.held:
+            return True
+        try:
+            row = self._fetch("get_lock")
+        except (pymysql.MySQLError, OSError) as exc:
+            raise self._error(f"GET_LOCK({self.name!r}, 0)", exc) from None
+        got, self.session_id = row[0], int(row[1])  # type: ignore[index]
+        if got is None:
+            raise DatabaseError(
+                f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0) returned NULL "
+                "(the server refused the lock name, or this session was killed)"
+            )
+        self.held = int(got) == 1
+        return self.held
+
+    def still_held(self) -> bool:
+        """IS_USED_LOCK(name) = CONNECTION_ID(); False on any connection error."""
+        import pymysql
+
+        if not self.held or self._gone():
+            return False
+        try:
+            row = self._fetch("check_lock")
+        except (pymysql.MySQLError, OSError):
+            return False
+        return bool(row and row[0])
+
+    def release(self) -> None:
+        """RELEASE_LOCK; a 0/NULL result or a dead connection sets lost_on_release instead."""
+        import pymysql
+
+        if not self.held:
+            return
+        self.held = False
+        if self._gone():
+            self.lost_on_release = True
+            return
+        try:
+            row = self._fetch("release_lock")
+        except (pymysql.MySQLError, OSError) as exc:
+            if self._gone():  # the connection died, and its locks with it
+                self.lost_on_release = True
+                return
+            raise self._error(f"RELEASE_LOCK({self.name!r})", exc) from None
+        if not (row and row[0] == 1):
+            self.lost_on_release = True
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the server frees its locks."""
+        import pymysql
+
+        self.held = False
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.conn.close()
+        except (pymysql.MySQLError, OSError):
+            pass
+
+    def __enter__(self) -> MysqlLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.held:
+                self.release()
+        finally:
+            self.close()

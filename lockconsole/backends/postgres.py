@@ -1,0 +1,230 @@
+"""PostgreSQL advisory locks: session-level (pg-session) and transaction-level (pg-xact).
+
+Each lock object owns one dedicated autocommit psycopg connection, opened in the
+constructor and never pooled. The watchdog's check looks the lock up in pg_locks on that
+same connection, so it also notices a terminated backend or a dead socket: a granted
+advisory row for pg_backend_pid(), in current_database(), with the key's classid/objid/objsubid
+(keys.pg_locks_identity; classid and objid are oid, so the query compares them as bigint).
+
+The query files carry no comments on purpose: the text is sent on every call and is what
+pg_stat_activity.query shows for the holder.
+"""
+
+from __future__ import annotations
+
+import socket
+from types import TracebackType
+from typing import Any
+
+from .. import sqlfiles
+from ..errors import DatabaseError
+from ..keys import pg_locks_identity
+from ..models import Database, Job
+from ..urls import scrub
+from .connect import connect_pg, first_line
+
+CHECK_TIMEOUT = 10  # seconds: statement_timeout of the lock session
+TCP_GIVE_UP = 15  # seconds without an answer from the server before the socket fails
+
+
+class _PgLock:
+    """What both PostgreSQL strategies share: the connection, the key, the pg_locks check."""
+
+    strategy = ""
+    fencing_token: int | None = None
+
+    def __init__(
+        self, job: Job, database: Database, *, application_name: str = "lockconsole"
+    ) -> None:
+        self.job = job
+        self.database = database
+        self.session_id: int | None = None  # pg_backend_pid() of the lock connection
+        self.held = False
+        self.lost_on_release = False  # release found the lock (or its session) already gone
+        self._params, self._suffix = _key_params(job)
+        self._identity = dict(
+            zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key), strict=True)
+        )
+        self._timeout_set = False
+        self.conn: Any = connect_pg(database.url, application_name=application_name)
+        _fail_fast(self.conn)
+
+    def _sql(self, verb: str) -> str:
+        return sqlfiles.load(verb + self._suffix)
+
+    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+        url = self.database.url
+        return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
+
+    def _gone(self) -> bool:
+        return bool(self.conn.closed or self.conn.broken)
+
+    def still_held(self) -> bool:
+        """True while pg_locks shows this backend holding the key; False on any connection error."""
+        import psycopg
+
+        if not self.held or self._gone():
+            return False
+        try:
+            if self._timeout_set:
+                cur = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity)
+            else:
+                with self.conn.pipeline():
+                    timeout = {"timeout": f"{CHECK_TIMEOUT}s"}
+                    self.conn.execute(sqlfiles.load("set_statement_timeout"), timeout)
+                    cur = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity)
+                self._timeout_set = True
+            row = cur.fetchone()
+        except psycopg.Error:
+            return False
+        return bool(row and row[0])
+
+    def close(self) -> None:
+        """Close the connection (idempotent); any lock of the session dies with it."""
+        import psycopg
+
+        self.held = False
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+
+    def __enter__(self) -> _PgLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.held:
+                self.release()  # type: ignore[attr-defined]
+        finally:
+            self.close()
+
+
+class PgSessionLock(_PgLock):
+    """pg_try_advisory_lock held by the session for the whole job; released by unlock or close."""
+
+    strategy = "pg-session"
+
+    def acquire(self) -> bool:
+        """Try once without waiting; True when this session now holds the key."""
+        import psycopg
+
+        if self.held:
+            return True
+        try:
+            row = self.conn.execute(self._sql("try_advisory_lock"), self._params).fetchone()
+        except psycopg.Error as exc:
+            raise self._error("pg_try_advisory_lock", exc) from None
+        self.held, self.session_id = bool(row[0]), int(row[1])
+        return self.held
+
+    def release(self) -> None:
+        """pg_advisory_unlock; a false result or a dead session sets lost_on_release instead."""
+        import psycopg
+
+        if not self.held:
+            return
+        self.held = False
+        if self._gone():
+            self.lost_on_release = True
+            return
+        try:
+            row = self.conn.execute(self._sql("advisory_unlock"), self._params).fetchone()
+        except psycopg.Error as exc:
+            if self._gone():  # the session died, and its locks with it
+                self.lost_on_release = True
+                return
+            raise self._error("pg_advisory_unlock", exc) from None
+        if not (row and row[0]):
+            self.lost_on_release = True
+
+
+class PgXactLock(_PgLock):
+    """pg_try_advisory_xact_lock inside a transaction kept open for the job; COMMIT releases it."""
+
+    strategy = "pg-xact"
+
+    def acquire(self) -> bool:
+        """BEGIN and the try-lock in one round trip; on False the transaction ends at once."""
+        import psycopg
+
+        if self.held:
+            return True
+        try:
+            if psycopg.Pipeline.is_supported():
+                with self.conn.pipeline():
+                    self.conn.execute(sqlfiles.load("begin_transaction"))
+                    cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)
+            else:  # libpq < 14: two round trips
+                self.conn.execute(sqlfiles.load("begin_transaction"))
+                cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)
+            row = cur.fetchone()
+        except psycopg.Error as exc:
+            try:
+                self.conn.rollback()
+            except psycopg.Error:
+                pass
+            raise self._error("pg_try_advisory_xact_lock", exc) from None
+        self.session_id = int(row[1])
+        if not row[0]:
+            self._end(commit=False)
+            return False
+        self.held = True
+        return True
+
+    def release(self, *, commit: bool = True) -> None:
+        """End the job's transaction (COMMIT, or ROLLBACK), which frees the lock."""
+        if not self.held:
+            return
+        self.held = False
+        if self._gone():
+            self.lost_on_release = True
+            return
+        self._end(commit=commit)
+
+    def _end(self, *, commit: bool) -> None:
+        import psycopg
+
+        try:
+            if commit:
+                self.conn.commit()
+            else:
+                self.conn.rollback()
+        except psycopg.Error as exc:
+            if self._gone():  # the session died, and the transaction's lock with it
+                self.lost_on_release = True
+                return
+            raise self._error("COMMIT" if commit else "ROLLBACK", exc) from None
+
+
+def _key_params(job: Job) -> tuple[dict[str, int], str]:
+    """Query parameters and query-name suffix for the job's key."""
+    key = job.key
+    if key.kind == "int64":
+        return {"key": int(key.value)}, ""  # type: ignore[arg-type]
+    if key.kind == "int4pair":
+        a, b = key.value  # type: ignore[misc]
+        return {"key1": int(a), "key2": int(b)}, "_pair"
+    raise ValueError(f"job {job.name!r}: a {key.kind} key cannot be a PostgreSQL advisory lock")
+
+
+def _fail_fast(conn: Any) -> None:
+    """Keepalives and TCP_USER_TIMEOUT on a TCP connection: a lost peer errors, never hangs."""
+    if not hasattr(socket, "TCP_USER_TIMEOUT"):
+        return
+    try:
+        with socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) != socket.SOCK_STREAM:
+                return
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 5)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 2)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, TCP_GIVE_UP * 1000)
+    except OSError:
+        pass  # a Unix socket: no TCP options, and no silent network loss either

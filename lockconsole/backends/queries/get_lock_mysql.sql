@@ -1,0 +1,1 @@
+SELECT GET_LOCK(%(name)s, 0), CONNECTION_ID()
