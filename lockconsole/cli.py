@@ -18,7 +18,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        where = self.prog.removeprefix("lockconsole").strip()  # "config", "run", or ""
+        where = f"{where}: " if where else ""
+        raise UsageError(f"{where}{message} (see lockconsole --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,23 +44,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:  # everything after -- is the job's command, untouched by argparse
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
     try:
         args = build_parser().parse_args(argv)
+        args.cmd = command
+        if command and args.command != "run":
+            raise UsageError("lockconsole: only 'run' takes a command after --")
         if args.command == "config":
             return cmd_config(args)
         if args.command in ("run", "schedule"):
             from . import cli_run
 
             return cli_run.dispatch(args)
-        raise UsageError("lockconsole: choose a command (see lockconsole --help)")
+        raise UsageError("choose a command (see lockconsole --help)")
     except ConfigError as exc:
-        print(f"lockconsole: {exc}", file=sys.stderr)
+        _report(exc)
         return EXIT_USAGE
     except LockconsoleError as exc:
-        print(f"lockconsole: {exc}", file=sys.stderr)
+        _report(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _report(exc: BaseException) -> None:
+    """The one line an operator sees for an error: no traceback, no line breaks."""
+    text = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
+    print(f"lockconsole: {text}", file=sys.stderr)
 
 
 def cmd_config(args: argparse.Namespace) -> int:

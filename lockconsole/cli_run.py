@@ -1,13 +1,123 @@
-"""`lockconsole run` and `lockconsole schedule` (filled in by the runner work)."""
+"""`lockconsole run` (for crontabs and systemd timers) and `lockconsole schedule`.
+
+Exit codes of `run`: 0 the job ran and succeeded; 3 skipped (another instance holds the
+lock, or the slot already ran); 4 the lock was lost while the job ran; 5 a database could
+not be reached; 2 usage or configuration error; any other non-zero code is the job's own
+(a job exiting with 2-5 is reported as 1; its real code is in the ledger and --json).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from .errors import UsageError
+
+RUN_EPILOG = __doc__.split("\n\n", 1)[1]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    pass
+    p = sub.add_parser(
+        "run",
+        help="run a job once across all instances (for crontabs)",
+        description="Try the job's lock once; run the job if this instance got it.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job", help="the job's name in the config")
+    p.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
+    p.add_argument("--slot", metavar="ISO_TIME", help="the slot this attempt belongs to")
+    p.add_argument("--manual", action="store_true", help="a manual run: its own slot")
+    p.add_argument("--json", action="store_true", help="print the attempt as one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    p.epilog = (p.epilog or "") + "\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
+
+    s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
+    s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
+    s.add_argument("--job", action="append", metavar="NAME", help="only these jobs (repeatable)")
+    s.add_argument("--for", dest="duration", metavar="SECONDS", type=float,
+                   help="stop after this many seconds (default: run until SIGTERM)")  # fmt: skip
+    s.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+
+
+def setup_logging(quiet: bool) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def parse_slot(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--slot: {text!r} is not an ISO time like 2026-11-29T02:00:00Z") from None
+    if value.tzinfo is None:
+        raise UsageError(f"--slot: {text!r} has no time zone (add Z or +00:00)")
+    return value.astimezone(UTC)
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from .config import load_config
+
+    if args.command == "run":
+        cmd = args.cmd
+        if args.slot and args.manual:
+            raise UsageError("run: give --slot or --manual, not both")
+        slot = parse_slot(args.slot) if args.slot else None
+        config = load_config(args.config)
+        job = config.job(args.job)
+        target = _target(job, cmd)
+        setup_logging(args.quiet)
+        return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
+    config = load_config(args.config)
+    jobs = [config.job(n) for n in args.job] if args.job else list(config.jobs.values())
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError("schedule: --for takes a positive number of seconds")
+    setup_logging(args.quiet)
+    from .runner import default_instance
+    from .scheduler import Scheduler
+
+    instance = args.instance or default_instance(config.instance)
+    return Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+
+
+def _target(job, cmd):  # type: ignore[no-untyped-def]
+    if cmd:
+        return cmd
+    if job.command:
+        return list(job.command)
+    if job.callable:
+        from .execute import resolve_callable
+
+        return resolve_callable(job.callable)
+    raise UsageError(f"run: job {job.name!r} has no command or callable; give one after --")
+
+
+def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # type: ignore[no-untyped-def]
+    from .execute import run_target
+    from .runner import begin, default_instance, exit_code_for
+
+    instance = instance or default_instance(config.instance)
+    attempt = begin(
+        job, config.database_for(job), config.ledger_for(job), instance=instance, slot=slot,
+        trigger="manual" if manual else "scheduled",
+    )  # fmt: skip
+    run = run_target(attempt, target)
+    if as_json:
+        print(json.dumps(run_json(run)), flush=True)
+    return exit_code_for(run)
+
+
+def run_json(run) -> dict:  # type: ignore[no-untyped-def]
+    """A Run as JSON-ready values (ISO times)."""
+    out = asdict(run)
+    for k, v in out.items():
+        if isinstance(v, datetime):
+            out[k] = v.isoformat()
+    return out

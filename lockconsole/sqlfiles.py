@@ -22,7 +22,10 @@ def load(name: str, dialect: str | None = None) -> str:
     for candidate in candidates:
         path = QUERIES / candidate
         if path.is_file():
-            text = path.read_text(encoding="utf-8").strip().rstrip(";")
+            lines = path.read_text(encoding="utf-8").strip().splitlines()
+            while lines and lines[0].lstrip().startswith("--"):  # header comments stay local
+                lines.pop(0)
+            text = "\n".join(lines).strip().rstrip(";")
             if dialect == "sqlite":
                 text = _PYFORMAT.sub(r":\1", text)
             return text

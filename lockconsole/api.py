@@ -1,0 +1,113 @@
+"""`run_once`: the Python API, as a context manager and as a decorator.
+
+    from lockconsole import run_once
+
+    with run_once("nightly_billing") as run:      # job from lockconsole.toml
+        if run.acquired:
+            bill_everyone(stop=run.lost)
+
+    @run_once("nightly_billing")
+    def nightly_billing(): ...                    # returns None when another instance has it
+
+    run_once("reindex", url="postgresql://app@db/app", strategy="pg-xact")  # no config file
+
+A skip never raises. If the lock is lost while the body runs, `run.lost` is set and
+`on_lock_lost` is called; the attempt is recorded as lock_lost.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from .config import Config, load_config, parse_config
+from .models import Database, Job, Trigger
+
+
+class run_once:  # noqa: N801 - reads as a verb at the call site
+    """Run the body (or the decorated function) only if this instance gets the job's lock."""
+
+    def __init__(self, job: str, *, config: Config | str | None = None, url: str | None = None,
+                 strategy: str | None = None, key: int | str | tuple[int, int] | None = None,
+                 instance: str | None = None, slot: datetime | None = None,
+                 trigger: Trigger = "scheduled",
+                 on_lock_lost: Callable[[Any], None] | None = None,
+                 watchdog_interval: float | None = None,
+                 max_duration: timedelta | None = None) -> None:  # fmt: skip
+        self.job_name = job
+        self._config_arg, self._url = config, url
+        self._overrides = {"strategy": strategy, "key": key}
+        self.instance, self.slot, self.trigger = instance, slot, trigger
+        self.on_lock_lost = on_lock_lost
+        self.watchdog_interval, self.max_duration = watchdog_interval, max_duration
+        self.attempt: Any = None
+
+    def _resolve(self) -> tuple[Config, Job, Database, Database]:
+        if self._url is not None:
+            config = _adhoc_config(self.job_name, self._url, **self._overrides)
+        elif isinstance(self._config_arg, Config):
+            config = self._config_arg
+        else:
+            config = load_config(self._config_arg)
+        job = config.job(self.job_name)
+        changes: dict[str, Any] = {}
+        if self.watchdog_interval is not None:
+            changes["watchdog_interval"] = self.watchdog_interval
+        if self.max_duration is not None:
+            changes["max_duration"] = self.max_duration
+        if changes:
+            from dataclasses import replace
+
+            job = replace(job, **changes)
+        return config, job, config.database_for(job), config.ledger_for(job)
+
+    def __enter__(self) -> Any:
+        from .runner import begin, default_instance
+
+        config, job, database, ledger_db = self._resolve()
+        instance = self.instance or default_instance(config.instance)
+        self.attempt = begin(job, database, ledger_db, instance=instance, slot=self.slot,
+                             trigger=self.trigger)  # fmt: skip
+        if self.on_lock_lost is not None:
+            self.attempt.on_lock_lost.append(self.on_lock_lost)
+        return self.attempt
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        attempt = self.attempt
+        if attempt is None or not attempt.acquired:
+            return False
+        if exc is None:
+            attempt.finish("succeeded", exit_code=0)
+        else:
+            attempt.finish("failed", exit_code=1, message=f"{type(exc).__name__}: {exc}")
+        return False
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with run_once(self.job_name, config=self._config_arg, url=self._url,
+                          strategy=self._overrides["strategy"], key=self._overrides["key"],
+                          instance=self.instance, slot=self.slot, trigger=self.trigger,
+                          on_lock_lost=self.on_lock_lost,
+                          watchdog_interval=self.watchdog_interval,
+                          max_duration=self.max_duration) as attempt:  # fmt: skip
+                if not attempt.acquired:
+                    return None
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def _adhoc_config(job: str, url: str, *, strategy: str | None, key: Any) -> Config:
+    """A one-job Config built from keyword arguments, checked like a file."""
+    import json
+
+    lines = ["[databases.main]", f"url = {json.dumps(url)}", f"[jobs.{json.dumps(job)}]",
+             'database = "main"']  # fmt: skip
+    if strategy is not None:
+        lines.append(f"strategy = {json.dumps(strategy)}")
+    if key is not None:
+        lines.append(f"key = {json.dumps(list(key) if isinstance(key, tuple) else key)}")
+    return parse_config("\n".join(lines), "<run_once arguments>")

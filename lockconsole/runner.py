@@ -1,0 +1,241 @@
+"""Run under a lock: acquire, record, watch, run, release, record.
+
+Every attempt on every instance becomes one ledger row and one log line
+("acquired" / "skipped" / "succeeded" / "failed" / "lock_lost").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from .backends import Lock, open_lock
+from .errors import LockLostError
+from .ledger import Ledger
+from .models import Database, Job, Run, Trigger
+from .slots import manual_slot, slot_for, utcnow
+
+log = logging.getLogger("lockconsole.runner")
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1  # the job failed; its own non-zero exit code is passed through unless reserved
+EXIT_USAGE = 2
+EXIT_SKIPPED = 3
+EXIT_LOCK_LOST = 4
+EXIT_DATABASE = 5
+RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
+SKIP_HELD = "lock held by another session"
+
+
+def default_instance(configured: str | None = None) -> str:
+    """--instance, else $LOCKCONSOLE_INSTANCE, else the config's, else the host name."""
+    return os.environ.get("LOCKCONSOLE_INSTANCE") or configured or socket.gethostname()
+
+
+def application_name(job: Job, instance: str) -> str:
+    """What pg_stat_activity shows for our lock sessions (PostgreSQL keeps 63 bytes)."""
+    return f"lockconsole:{job.name}@{instance}"[:63]
+
+
+def exit_code_for(run: Run) -> int:
+    """The documented exit code of `lockconsole run` for a finished attempt."""
+    if run.outcome == "skipped":
+        return EXIT_SKIPPED
+    if run.outcome == "lock_lost":
+        return EXIT_LOCK_LOST
+    if run.outcome == "succeeded":
+        return EXIT_SUCCEEDED
+    code = run.exit_code or EXIT_FAILED
+    return EXIT_FAILED if code in RESERVED_EXIT_CODES else code
+
+
+def log_attempt(event: str, run: Run, **extra: object) -> None:
+    """One structured (logfmt) line per attempt, as the seed advises."""
+    fields: dict[str, object] = {
+        "event": event,
+        "job": run.job,
+        "slot": run.slot.isoformat(),
+        "instance": run.instance,
+        "host": run.host,
+        "pid": run.pid,
+        "trigger": run.trigger,
+        "strategy": run.strategy,
+        "key": run.lock_key,
+        "run_id": run.id,
+    }
+    if run.fencing_token is not None:
+        fields["token"] = run.fencing_token
+    if run.exit_code is not None:
+        fields["exit_code"] = run.exit_code
+    if run.message:
+        fields["message"] = run.message
+    fields.update(extra)
+    line = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items() if v is not None)
+    level = logging.WARNING if event in ("lock_lost", "failed") else logging.INFO
+    log.log(level, "%s", line)
+
+
+def _logfmt(value: object) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "='):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+@dataclass
+class Attempt:
+    """One attempt in progress: its ledger row, and while acquired, the lock and its watchdog."""
+
+    job: Job
+    run: Run
+    lock: Lock | None
+    ledger: Ledger
+    lost: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    on_lock_lost: list[Callable[[Attempt], None]] = field(default_factory=list)
+    on_stop: list[Callable[[str], None]] = field(default_factory=list)
+    _done: threading.Event = field(default_factory=threading.Event)
+    _watchdog: threading.Thread | None = None
+    _acquired_at: datetime | None = None
+
+    @property
+    def acquired(self) -> bool:
+        return self.lock is not None and self.run.outcome == "acquired"
+
+    def check(self) -> None:
+        """Raise LockLostError if the watchdog found the lock gone (for cooperative jobs)."""
+        if self.lost.is_set():
+            raise LockLostError(f"lock of job {self.job.name} was lost while the job ran")
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the running job to stop (a command gets SIGTERM, then SIGKILL after stop_grace)."""
+        self.stop.set()
+        for callback in self.on_stop:
+            callback(reason)
+
+    def start_watchdog(self) -> None:
+        self._acquired_at = utcnow()
+        self._watchdog = threading.Thread(
+            target=self._watch, name=f"lockconsole-watchdog-{self.job.name}", daemon=True
+        )
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        assert self.lock is not None
+        while not self._done.wait(self.job.watchdog_interval):
+            try:
+                held = self.lock.still_held()
+            except Exception as exc:  # a watchdog must never die silently
+                log.debug("watchdog check failed: %s", exc)
+                held = False
+            if not held and not self._done.is_set():
+                self.lost.set()
+                log_attempt("lock_lost", self.run, message="lock or its connection went away")
+                for callback in self.on_lock_lost:
+                    try:
+                        callback(self)
+                    except Exception:  # the job's callback must not stop the release
+                        log.exception("on_lock_lost callback failed")
+                return
+
+    def finish(
+        self, outcome: str, *, exit_code: int | None = None, message: str | None = None
+    ) -> Run:
+        """Stop the watchdog, honour min_hold, release the lock and record the outcome."""
+        if not self.acquired:
+            return self.run
+        self._done.set()
+        if self._watchdog is not None:
+            self._watchdog.join()
+        if self.lost.is_set():
+            outcome, message = "lock_lost", message or "lock or its connection went away"
+        assert self.lock is not None
+        try:
+            self._hold_min(outcome)
+            self.lock.release()
+        except Exception as exc:
+            log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
+        finally:
+            self.lock.close()
+        self.run = self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+        self.ledger.close()
+        log_attempt(self.run.outcome, self.run)
+        return self.run
+
+    def _hold_min(self, outcome: str) -> None:
+        """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
+        if self.job.strategy == "lease" or outcome == "lock_lost" or self._acquired_at is None:
+            return
+        remaining = (self._acquired_at + self.job.min_hold - utcnow()).total_seconds()
+        if remaining > 0:
+            self.stop.wait(remaining)
+
+
+def begin(
+    job: Job,
+    database: Database,
+    ledger_database: Database,
+    *,
+    instance: str,
+    slot: datetime | None = None,
+    trigger: Trigger = "scheduled",
+) -> Attempt:
+    """Try the lock once and record the attempt; the Attempt says whether to run."""
+    started = utcnow()
+    if slot is None:
+        slot = manual_slot(started) if trigger == "manual" else slot_for(job, started)
+    base = Run(
+        job=job.name, slot=slot, instance=instance, host=socket.gethostname(), pid=os.getpid(),
+        trigger=trigger, outcome="skipped", started_at=started, strategy=job.strategy,
+        lock_key=str(job.key),
+    )  # fmt: skip
+    ledger = Ledger(ledger_database)
+    lock = open_lock(
+        job, database, instance=instance, application_name=application_name(job, instance)
+    )
+    try:
+        if not lock.acquire():
+            lock.close()
+            return _skipped(job, ledger, base, SKIP_HELD)
+        if job.once_per_slot and trigger == "scheduled":
+            claim = ledger.slot_claim(job.name, slot)
+            if claim is not None:
+                lock.release()
+                lock.close()
+                reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
+                return _skipped(job, ledger, base, reason)
+        run = ledger.record(
+            replace(base, outcome="acquired", session_id=lock.session_id,
+                    fencing_token=lock.fencing_token)
+        )  # fmt: skip
+    except BaseException:
+        _close_quietly(lock)
+        ledger.close()
+        raise
+    attempt = Attempt(job, run, lock, ledger)
+    log_attempt("acquired", run)
+    attempt.start_watchdog()
+    return attempt
+
+
+def _skipped(job: Job, ledger: Ledger, base: Run, reason: str) -> Attempt:
+    run = ledger.record(replace(base, outcome="skipped", finished_at=utcnow(), message=reason))
+    ledger.close()
+    log_attempt("skipped", run)
+    return Attempt(job, run, None, ledger)
+
+
+def _close_quietly(lock: Lock) -> None:
+    try:
+        lock.release()
+    except Exception:
+        pass
+    try:
+        lock.close()
+    except Exception:
+        pass

