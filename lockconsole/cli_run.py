@@ -34,7 +34,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--manual", action="store_true", help="a manual run: its own slot")
     p.add_argument("--json", action="store_true", help="print the attempt as one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
-    p.epilog = (p.epilog or "") + "\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
+    p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
 
     s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
     s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")

@@ -21,6 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from . import keys
+from .config_checks import (  # noqa: F401  (re-exported: public names of this module)
+    IDENTIFIER,
+    JOB_NAME,
+    check_callable,
+    check_column,
+    check_cron,
+    check_identifier,
+    check_job_name,
+    check_seconds,
+    check_timezone,
+    parse_duration,
+)
 from .errors import ConfigError
 from .models import STRATEGIES, Database, Idempotency, Job
 from .urls import expand_env, parse_url
@@ -29,10 +41,6 @@ SEARCH_ORDER_HELP = (
     "--config PATH, $LOCKCONSOLE_CONFIG, ./lockconsole.toml, "
     "$XDG_CONFIG_HOME/lockconsole/config.toml"
 )
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
-JOB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 STRATEGY_DIALECTS = {
     "pg-session": ("postgresql",),
     "pg-xact": ("postgresql",),
@@ -80,13 +88,16 @@ def find_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     env = os.environ if environ is None else environ
     if explicit:
         path = Path(explicit)
+        if path.is_dir():
+            raise ConfigError(f"--config {explicit} is a directory, not a file")
         if not path.is_file():
-            raise ConfigError(f"config file not found: {explicit}")
+            raise ConfigError(f"config file not found: {explicit} (given with --config)")
         return path
     if env.get("LOCKCONSOLE_CONFIG"):
         path = Path(env["LOCKCONSOLE_CONFIG"])
         if not path.is_file():
-            raise ConfigError(f"$LOCKCONSOLE_CONFIG points at a missing file: {path}")
+            what = "a directory" if path.is_dir() else "a missing file"
+            raise ConfigError(f"$LOCKCONSOLE_CONFIG points at {what}: {path}")
         return path
     candidates = [Path("lockconsole.toml")]
     xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
@@ -100,9 +111,18 @@ def find_config(explicit: str | None = None, environ: Mapping[str, str] | None =
 def load_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     path = find_config(explicit, environ)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}", path=str(path)) from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", path=str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not a UTF-8 text file (byte 0x{raw[exc.start]:02x}); a config file is TOML",
+            path=str(path),
+            line=line,
+        ) from None
     return parse_config(text, str(path), environ)
 
 
@@ -120,55 +140,6 @@ def parse_config(
     return _Builder(text, path, dict(os.environ if environ is None else environ)).build(data)
 
 
-def parse_duration(value: object) -> timedelta:
-    """'2h', '5m', '1h30m', '500ms', '45s' or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("a duration is like '30s', '5m', '2h' or a number of seconds")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration must not be negative")
-        return timedelta(seconds=value)
-    if not isinstance(value, str):
-        raise ValueError("a duration is like '30s', '5m', '2h' or a number of seconds")
-    text = value.strip().lower().replace(" ", "")
-    if (
-        not text
-        or not _DURATION_PART.fullmatch(text)
-        and not re.fullmatch(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+", text)
-    ):
-        raise ValueError(f"{value!r} is not a duration (like '30s', '5m', '2h', '1h30m')")
-    seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(text))
-    return timedelta(seconds=seconds)
-
-
-def check_identifier(value: object) -> str:
-    """A plain SQL name (optionally schema.name); anything else is refused, never quoted in."""
-    if not isinstance(value, str) or not IDENTIFIER.match(value):
-        raise ValueError(
-            f"{value!r} is not a plain table or column name (letters, digits, _; optional schema.)"
-        )
-    return value
-
-
-def check_cron(expr: str) -> None:
-    from croniter import croniter
-
-    if not isinstance(expr, str) or not croniter.is_valid(expr):
-        raise ValueError(f"{expr!r} is not a valid cron expression (like '0 2 * * *')")
-
-
-def check_timezone(name: object) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    if not isinstance(name, str) or not name:
-        raise ValueError("a time zone is a name like 'UTC' or 'Europe/Berlin'")
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}") from None
-    return name
-
-
 class _Builder:
     """Turns parsed TOML into a Config, locating each error's line in the source text."""
 
@@ -184,25 +155,31 @@ class _Builder:
     def locate(self, table: tuple[str, ...], key: str | None) -> int | None:
         """The line of `key` inside `[table]` (or of the header, or of a dotted key)."""
         want = ".".join(table)
+        target = ".".join((*table, key)) if key is not None else None
         current = ""
-        header_line = None
+        header_line = sub_header_line = None
         for number, line in enumerate(self.lines, 1):
             stripped = line.strip()
-            m = re.match(r"^\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$", stripped)
+            m = re.match(r"^\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$", stripped)
             if m:
                 current = re.sub(r"\s*\.\s*", ".", m.group(1)).replace('"', "").replace("'", "")
-                if current == want:
+                if current == want and header_line is None:
                     header_line = number
+                if target and sub_header_line is None and f"{current}.".startswith(f"{target}."):
+                    sub_header_line = number  # [jobs.x] when the error is about `jobs.x`
                 continue
-            if key is None:
+            if target is None:
                 continue
             m = re.match(r"^([A-Za-z0-9_\"'.\- ]+?)\s*=", stripped)
             if not m:
                 continue
             full = ".".join(filter(None, [current, m.group(1).replace('"', "").replace("'", "")]))
-            full = re.sub(r"\s*\.\s*", ".", full)
-            if full == f"{want}.{key}":
+            if re.sub(r"\s*\.\s*", ".", full) == target:
                 return number
+        if sub_header_line is not None:
+            return sub_header_line
+        if header_line is None and table:
+            return self.locate(table[:-1], table[-1])  # an inline table: its key's line
         return header_line
 
     def table(self, value: object, where: tuple[str, ...], allowed: set[str]) -> dict[str, Any]:
@@ -228,8 +205,13 @@ class _Builder:
         for name, raw in raw_jobs.items():
             jobs[name] = self.job(name, raw, databases)
         ledger = settings.get("ledger_database")
-        if ledger is not None and ledger not in databases:
-            raise self.error(("lockconsole",), "ledger_database", f"no database named {ledger!r}")
+        if ledger is not None and (not isinstance(ledger, str) or ledger not in databases):
+            known = ", ".join(sorted(databases)) or "none"
+            raise self.error(
+                ("lockconsole",),
+                "ledger_database",
+                f"no database named {ledger!r} (databases: {known})",
+            )
         instance = settings.get("instance")
         if instance is not None and (not isinstance(instance, str) or not instance.strip()):
             raise self.error(("lockconsole",), "instance", "must be a non-empty string")
@@ -237,8 +219,11 @@ class _Builder:
         keymap = data.get("keys", {})
         if not isinstance(console, dict):
             raise self.error((), "console", "must be a table")
-        if not isinstance(keymap, dict) or not all(isinstance(v, str) for v in keymap.values()):
+        if not isinstance(keymap, dict):
             raise self.error((), "keys", 'must be a table of action = "key"')
+        for action, binding in keymap.items():
+            if not isinstance(binding, str) or not binding:
+                raise self.error(("keys",), action, f'must be a key like "q", not {binding!r}')
         return Config(self.path, databases, jobs, ledger, instance, console, keymap)
 
     def databases(self, raw: object) -> dict[str, Database]:
@@ -250,24 +235,33 @@ class _Builder:
             spec = self.table(spec, where, _DATABASE_KEYS)
             if "url" not in spec:
                 raise self.error(where, None, "missing key 'url'")
+            if not isinstance(spec["url"], str):
+                raise self.error(where, "url", "must be a string like 'postgresql://user@host/db'")
             try:
                 url = parse_url(expand_env(spec["url"], self.environ))
-            except (ValueError, TypeError) as exc:
+            except ValueError as exc:
                 raise self.error(where, "url", str(exc)) from None
             out[name] = Database(name, url)
         return out
 
     def job(self, name: str, raw: object, databases: dict[str, Database]) -> Job:
         where = ("jobs", name)
+        try:
+            check_job_name(name)
+        except ValueError as exc:
+            raise self.error(where, None, str(exc)) from None
         spec = self.table(raw, where, _JOB_KEYS)
-        if not JOB_NAME.match(name):
-            raise self.error(where, None, "a job name is 1-64 letters, digits, _ . : -")
         field_error = self.field_error(where)
 
         database = spec.get("database")
         if database is None:
+            if not databases:
+                raise self.error(
+                    where, None, "no databases configured (add [databases.NAME] with url = ...)"
+                )
             if len(databases) != 1:
-                raise self.error(where, None, "missing key 'database'")
+                known = ", ".join(sorted(databases))
+                raise self.error(where, None, f"missing key 'database' (one of: {known})")
             database = next(iter(databases))
         if not isinstance(database, str) or database not in databases:
             known = ", ".join(sorted(databases)) or "none"
@@ -280,10 +274,11 @@ class _Builder:
             )
         dialect = databases[database].url.dialect
         if dialect not in STRATEGY_DIALECTS[strategy]:
+            hint = "" if "strategy" in spec else " (pg-session is the default strategy)"
             raise field_error(
                 "strategy",
                 f"{strategy} needs a {' or '.join(STRATEGY_DIALECTS[strategy])} database, "
-                f"and {database!r} is {dialect}",
+                f"and {database!r} is {dialect}{hint}",
             )
 
         recipe = spec.get("key_recipe", "sha256")
@@ -326,11 +321,11 @@ class _Builder:
                     "command", 'must be a list of strings, like ["python", "-m", "billing"]'
                 )
             command = tuple(command)
-        if target is not None and (
-            not isinstance(target, str)
-            or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target)
-        ):
-            raise field_error("callable", "must be 'package.module:function'")
+        if target is not None:
+            try:
+                check_callable(target)
+            except ValueError as exc:
+                raise field_error("callable", str(exc)) from None
 
         durations = {}
         for k in ("max_duration", "min_hold"):
@@ -346,23 +341,20 @@ class _Builder:
         if strategy == "lease" and max_duration is None:
             max_duration = timedelta(hours=1)
         if max_duration is not None and min_hold > max_duration:
-            raise field_error("min_hold", "must not be longer than max_duration")
+            raise field_error(
+                "min_hold", f"{min_hold} must not be longer than max_duration ({max_duration})"
+            )
 
         numbers = {}
         for k, default in (("watchdog_interval", 5.0), ("stop_grace", 10.0)):
-            v = spec.get(k, default)
-            if isinstance(v, str):
-                try:
-                    v = parse_duration(v).total_seconds()
-                except ValueError as exc:
-                    raise field_error(k, str(exc)) from None
-            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-                raise field_error(k, "must be a positive number of seconds or a duration")
-            numbers[k] = float(v)
+            try:
+                numbers[k] = check_seconds(spec.get(k, default))
+            except ValueError as exc:
+                raise field_error(k, str(exc)) from None
 
         once = spec.get("once_per_slot", True)
         if not isinstance(once, bool):
-            raise field_error("once_per_slot", "must be true or false")
+            raise field_error("once_per_slot", f"must be true or false, not {once!r}")
         lease_table = spec.get("lease_table", "shedlock")
         try:
             check_identifier(lease_table)
@@ -396,17 +388,17 @@ class _Builder:
         if isinstance(cols, str):
             cols = [cols]
         if not isinstance(cols, list) or not cols:
-            raise self.error(where, "key", "must be a list of column names")
+            raise self.error(where, "key", 'must be a list of column names, like ["tenant_id"]')
         try:
-            key = tuple(check_identifier(c) for c in cols)
-            if any("." in c for c in key):
-                raise ValueError("key columns are plain column names, without a table")
-            run_column = spec.get("run_column")
-            if run_column is not None:
-                check_identifier(run_column)
+            key = tuple(check_column(c) for c in cols)
         except ValueError as exc:
-            k = "run_column" if "run_column" in spec and "key" not in str(exc) else "key"
-            raise self.error(where, k, str(exc)) from None
+            raise self.error(where, "key", str(exc)) from None
         if len(set(key)) != len(key):
             raise self.error(where, "key", "lists a column twice")
+        run_column = spec.get("run_column")
+        if run_column is not None:
+            try:
+                check_column(run_column)
+            except ValueError as exc:
+                raise self.error(where, "run_column", str(exc)) from None
         return Idempotency(table, key, run_column)

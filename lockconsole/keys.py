@@ -19,6 +19,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 INT4_MIN, INT4_MAX = -(1 << 31), (1 << 31) - 1
 MAX_NAME_LENGTH = 64  # MySQL >= 5.7.5 caps GET_LOCK names at 64 characters; ShedLock's VARCHAR(64)
 RECIPES = ("sha256", "goodjob-md5")
+_KEY_HELP = "a key is an int64 integer, a pair of int4 integers like [7, -2], or a name"
 
 
 def name_to_int64(name: str, recipe: str = "sha256") -> int:
@@ -66,10 +67,13 @@ def pg_locks_identity(key: LockKey) -> tuple[int, int, int]:
 
 def check_name(name: str) -> str | None:
     """Why `name` cannot be a MySQL lock or lease name, or None if it can."""
-    if not name:
+    if not name.strip():
         return "a lock name must not be empty"
     if len(name) > MAX_NAME_LENGTH:
-        return f"a lock name is at most {MAX_NAME_LENGTH} characters (MySQL GET_LOCK, ShedLock)"
+        return (
+            f"a lock name is at most {MAX_NAME_LENGTH} characters (MySQL GET_LOCK, ShedLock); "
+            f"this one has {len(name)}"
+        )
     return None
 
 
@@ -78,33 +82,38 @@ def pg_key_for(job_name: str, explicit: object, recipe: str = "sha256") -> LockK
     if explicit is None:
         return LockKey("int64", name_to_int64(job_name, recipe), f"{recipe}({job_name!r})")
     if isinstance(explicit, bool):
-        raise ValueError("a key is an integer, a pair of integers or a name, not true/false")
+        raise ValueError(f"{_KEY_HELP}, not true/false")
     if isinstance(explicit, int):
         if not INT64_MIN <= explicit <= INT64_MAX:
-            raise ValueError(f"{explicit} is outside the int64 range")
+            raise ValueError(f"{explicit} is outside the int64 range ({INT64_MIN} to {INT64_MAX})")
         return LockKey("int64", explicit)
     if isinstance(explicit, str):
-        if not explicit:
+        if not explicit.strip():
             raise ValueError("a key name must not be empty")
         return LockKey("int64", name_to_int64(explicit, recipe), f"{recipe}({explicit!r})")
     if isinstance(explicit, list | tuple):
         if len(explicit) != 2 or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in explicit
         ):
-            raise ValueError("a key pair is two integers, like [7, -2]")
+            raise ValueError(f"a key pair is two int4 integers, like [7, -2], not {explicit!r}")
         a, b = explicit
         for v in (a, b):
             if not INT4_MIN <= v <= INT4_MAX:
-                raise ValueError(f"{v} is outside the int4 range of a key pair")
+                raise ValueError(
+                    f"{v} is outside the int4 range of a key pair ({INT4_MIN} to {INT4_MAX})"
+                )
         return LockKey("int4pair", (a, b))
-    raise ValueError("a key is an integer, a pair of integers or a name")
+    raise ValueError(f"{_KEY_HELP}, not {explicit!r}")
 
 
 def name_key_for(job_name: str, explicit: object) -> LockKey:
     """The MySQL lock name or lease name of a job: an explicit name, or the job name."""
     name = job_name if explicit is None else explicit
     if not isinstance(name, str):
-        raise ValueError("for this strategy the key is a lock name (a string)")
+        raise ValueError(
+            f"for this strategy the key is a lock name (a string of 1-{MAX_NAME_LENGTH} "
+            f"characters), not {name!r}"
+        )
     problem = check_name(name)
     if problem:
         raise ValueError(problem)

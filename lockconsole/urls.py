@@ -51,13 +51,22 @@ def parse_url(raw: str) -> DatabaseURL:
         if not path.startswith("/"):
             raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
         return DatabaseURL("sqlite", raw, raw, database=path[1:] or ":memory:")
+    if any(c.isspace() for c in raw):
+        raise ValueError("a URL must not contain spaces or line breaks (percent-encode them)")
     try:
         parts = urlsplit(raw)
-        port = parts.port
-    except ValueError as exc:
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL"; never echoes the URL
         raise ValueError(f"malformed URL: {exc}") from None
-    if any(c.isspace() for c in raw):
-        raise ValueError("a URL must not contain spaces")
+    hostport = parts.netloc.rpartition("@")[2]
+    port_text = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
+    port_text = port_text.partition(":")[2] if ":" in port_text else ""
+    if port_text and (not port_text.isdigit() or not 0 < int(port_text) <= 65535):
+        # the text after ':' is not repeated: a password with a '/' would land here
+        raise ValueError(
+            "the port must be a number from 1 to 65535 "
+            "(percent-encode ':', '/', '@' in user names and passwords)"
+        )
+    port = int(port_text) if port_text else None
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
     database = unquote(parts.path.lstrip("/")) or None
@@ -87,8 +96,9 @@ def mask(raw: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
+        user, colon, password = userinfo.partition(":")
+        if colon and password:
+            userinfo = user + ":***"
         netloc = f"{userinfo}@{hostport}"
     query = parts.query
     if query:

@@ -11,7 +11,9 @@ from lockconsole.ledger import Ledger
 from lockconsole.models import Run
 
 # A job body that leaves a mark per real run, so a test can count runs, not claims.
-MARK_AND_SLEEP = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(float(sys.argv[2]))"
+MARK_AND_SLEEP = (
+    "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(float(sys.argv[2]))"
+)
 
 
 def lockconsole(config: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:

@@ -8,13 +8,13 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from runner_helpers import lockconsole, pg_job_config, runs_of
+
+from lockconsole.keys import name_to_int64
 
 from conftest import PYTHON
-from lockconsole.keys import name_to_int64
+from runner_helpers import lockconsole, pg_job_config, runs_of
 
 # Writes "started", sleeps, then writes "finished": a job stopped mid-run never writes the second.
 STEPS = (
@@ -101,7 +101,8 @@ def test_psql_holder_makes_run_skip(pg_url, uid, write_config, cli_env, tmp_path
     """A plain psql session derives the key with the documented recipe, in SQL, and holds it."""
     job = f"psql_{uid}"
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
-    recipe = f"select ('x' || substr(encode(sha256('{job}'::bytea), 'hex'), 1, 16))::bit(64)::bigint"
+    digest = f"encode(sha256('{job}'::bytea), 'hex')"
+    recipe = f"select ('x' || substr({digest}, 1, 16))::bit(64)::bigint"
     psql = subprocess.Popen([_psql(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from runner_helpers import MARK_AND_SLEEP, lockconsole, pg_job_config, runs_of
 
 from conftest import PYTHON
+from runner_helpers import MARK_AND_SLEEP, lockconsole, pg_job_config, runs_of
 
 STRATEGIES = [
     ("pg-session", "pg"),
