@@ -41,7 +41,10 @@ class Scheduler:
             attempt.request_stop(reason)  # type: ignore[attr-defined]
 
     def run_forever(self, duration: float | None = None) -> int:
-        """Fire jobs until stop(), SIGTERM/SIGINT, or `duration` seconds; then wait for runs."""
+        """Fire jobs until stop(), SIGTERM/SIGINT, or `duration` seconds; then wait for runs.
+
+        stop() and the signals stop running jobs too; the end of `duration` lets them finish.
+        """
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda s, _f: self.stop(f"stopped by {signal.Signals(s).name}"))
@@ -64,7 +67,7 @@ class Scheduler:
             if duration is not None:
                 wait = min(wait, duration - (self.clock() - started).total_seconds())
             self.stopping.wait(max(0.01, min(wait, 1.0)))
-        self.stop()
+        # After --for, runs in flight finish; after stop() or a signal they were told to stop.
         for thread in self._threads:
             thread.join()
         log.info("scheduler stopped instance=%s", self.instance)

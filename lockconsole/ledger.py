@@ -1,0 +1,409 @@
+"""The run ledger: every attempt of every job on every instance, in one shared table.
+
+Each attempt is one row of `lockconsole_runs` (a `models.Run`): the instance that tried, the
+slot it tried to run, and what happened (skipped, acquired, then succeeded / failed /
+lock_lost). Two "acquired" or "succeeded" rows for one job and slot are a double run; no such
+row for a slot that should have run is a missed run.
+
+The table is defined once with SQLAlchemy Core (`schema()`) and created on first use with
+`metadata.create_all` on PostgreSQL, MySQL/MariaDB and SQLite. Timestamps are stored as UTC:
+`timestamptz` on PostgreSQL, naive-UTC `DATETIME(6)` on MySQL/MariaDB, and fixed-width text
+`YYYY-MM-DD HH:MM:SS.ffffff` (UTC) on SQLite, so all three keep microseconds and sort
+correctly. The API takes timezone-aware datetimes (a naive one is refused with ValueError)
+and always returns aware UTC datetimes.
+
+The runner's writes (`record`, `finish`, `slot_claim`) go through a raw, autocommit DB-API
+connection with the SQL in `backends/queries/` and do not import SQLAlchemy (that would cost
+a cron job ~200 ms of cold start). Only when a write finds no table does the ledger import
+SQLAlchemy, create the schema, and retry. If the connection dropped between calls (a server
+restart, a killed session) the statement is retried once on a new connection. The report
+reads (`runs`, `slot_runs`) use SQLAlchemy Core.
+
+    with Ledger(database) as ledger:
+        run = ledger.record(Run(job="nightly_billing", slot=slot, ..., outcome="acquired"))
+        ...
+        ledger.finish(run, "succeeded", exit_code=0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from . import sqlfiles
+from .backends.connect import connect, first_line
+from .errors import DatabaseError
+from .models import Database, Run
+from .urls import scrub
+
+TABLE = "lockconsole_runs"
+MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
+OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
+FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
+COLUMNS = (
+    "id", "job", "slot", "instance", "host", "pid", "trigger", "outcome", "started_at",
+    "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
+)  # fmt: skip
+_TIME_COLUMNS = ("slot", "started_at", "finished_at")
+_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+# PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
+# sync, lost during read, MariaDB "connection was killed", MySQL 8 inactivity disconnect.
+_MYSQL_GONE = {2006, 2013, 2014, 2055, 1927, 4031}
+
+
+# -- timestamps ---------------------------------------------------------------------------
+
+
+def to_db(value: datetime | None, dialect: str) -> Any:
+    """An aware datetime in the form the ledger stores for `dialect` (see the module doc)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: the ledger needs an aware one")
+    utc = value.astimezone(UTC)
+    if dialect == "postgresql":
+        return utc
+    if dialect == "mysql":
+        return utc.replace(tzinfo=None)
+    return utc.strftime(_SQLITE_FORMAT)
+
+
+def from_db(value: Any) -> datetime | None:
+    """A stored timestamp (any dialect's form) as an aware UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def truncate(message: str | None) -> str | None:
+    """The message, cut to MAX_MESSAGE characters (keeping its start and its end)."""
+    if message is None or len(message) <= MAX_MESSAGE:
+        return message
+    head, tail = MAX_MESSAGE // 4, MAX_MESSAGE * 3 // 4
+    cut = len(message) - head - tail
+    return f"{message[:head]}\n… [{cut} characters truncated] …\n{message[-tail:]}"
+
+
+def _row_to_run(row: Any) -> Run:
+    values = dict(zip(COLUMNS, row, strict=True))
+    for name in _TIME_COLUMNS:
+        values[name] = from_db(values[name])
+    return Run(**values)
+
+
+# -- schema (SQLAlchemy, imported only here) ------------------------------------------------
+
+
+@cache
+def schema() -> tuple[Any, Any]:
+    """(metadata, table) of the run ledger, built on first call (this imports SQLAlchemy)."""
+    from sqlalchemy import (
+        BigInteger,
+        Column,
+        DateTime,
+        Index,
+        Integer,
+        MetaData,
+        String,
+        Table,
+        Text,
+        TypeDecorator,
+    )
+    from sqlalchemy.dialects import mysql, postgresql
+
+    class UTCDateTime(TypeDecorator):  # type: ignore[type-arg]
+        """timestamptz / naive-UTC DATETIME(6) / text, read back as aware UTC."""
+
+        impl = DateTime
+        cache_ok = True
+
+        def load_dialect_impl(self, dialect: Any) -> Any:
+            if dialect.name == "postgresql":
+                return dialect.type_descriptor(postgresql.TIMESTAMP(timezone=True))
+            if dialect.name in ("mysql", "mariadb"):
+                return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+            return dialect.type_descriptor(Text())
+
+        def process_bind_param(self, value: Any, dialect: Any) -> Any:
+            return to_db(value, _dialect_of(dialect.name))
+
+        def process_result_value(self, value: Any, dialect: Any) -> Any:
+            return from_db(value)
+
+    big = BigInteger().with_variant(Integer, "sqlite")
+    metadata = MetaData()
+    table = Table(
+        TABLE,
+        metadata,
+        Column("id", big, primary_key=True, autoincrement=True),
+        Column("job", String(128), nullable=False),
+        Column("slot", UTCDateTime(), nullable=False),
+        Column("instance", String(255), nullable=False),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("trigger", String(16), nullable=False),
+        Column("outcome", String(16), nullable=False),
+        Column("started_at", UTCDateTime(), nullable=False),
+        Column("finished_at", UTCDateTime(), nullable=True),
+        Column("exit_code", Integer, nullable=True),
+        Column("message", Text, nullable=True),
+        Column("fencing_token", BigInteger, nullable=True),
+        Column("session_id", BigInteger, nullable=True),
+        Column("strategy", String(16), nullable=True),
+        Column("lock_key", String(255), nullable=True),
+        Index("ix_lockconsole_runs_job_slot", "job", "slot"),
+        Index("ix_lockconsole_runs_started_at", "started_at"),
+    )
+    return metadata, table
+
+
+def _dialect_of(name: str) -> str:
+    return "mysql" if name in ("mysql", "mariadb") else name
+
+
+# -- the ledger -----------------------------------------------------------------------------
+
+
+class Ledger:
+    """Write and read the run ledger of one database; close() (or `with`) when done."""
+
+    def __init__(self, database: Database, *, application_name: str = "lockconsole-ledger"):
+        self.database = database
+        self.url = database.url
+        self.dialect: str = database.url.dialect
+        self.application_name = application_name
+        self._conn: Any = None
+        self._engine: Any = None
+        self._schema_checked = False
+
+    # connections
+
+    @property
+    def connection(self) -> Any:
+        """The raw autocommit DB-API connection of the writes, opened on first use."""
+        if self._conn is None:
+            self._conn = connect(self.url, application_name=self.application_name)
+        return self._conn
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a dead connection is not an error
+                pass
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # writes (raw driver, no SQLAlchemy)
+
+    def record(self, run: Run) -> Run:
+        """Insert one attempt (normally "skipped" or "acquired"); the Run comes back with its id."""
+        if run.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {run.outcome!r} (expected one of {OUTCOMES})")
+        run = dataclasses.replace(run, message=truncate(run.message))
+        params = {name: getattr(run, name) for name in COLUMNS if name != "id"}
+        for name in _TIME_COLUMNS:
+            params[name] = to_db(params[name], self.dialect)
+        if self.dialect == "postgresql":
+            new_id = self._execute("insert_run", params, lambda cur: cur.fetchone()[0])
+        else:
+            new_id = self._execute("insert_run", params, lambda cur: cur.lastrowid)
+        return dataclasses.replace(run, id=int(new_id))
+
+    def finish(
+        self,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None = None,
+        message: str | None = None,
+        finished_at: datetime | None = None,
+    ) -> Run:
+        """Close an attempt: succeeded, failed or lock_lost; returns the updated Run."""
+        if run.id is None:
+            raise ValueError("this Run was never recorded (it has no id)")
+        if outcome not in FINAL_OUTCOMES:
+            raise ValueError(f"a run finishes as one of {FINAL_OUTCOMES}, not {outcome!r}")
+        finished_at = finished_at or datetime.now(UTC)
+        message = truncate(message)
+        params = {
+            "id": run.id,
+            "outcome": outcome,
+            "finished_at": to_db(finished_at, self.dialect),
+            "exit_code": exit_code,
+            "message": message,
+        }
+        self._execute("finish_run", params, lambda cur: None)
+        return dataclasses.replace(
+            run,
+            outcome=outcome,  # type: ignore[arg-type]
+            finished_at=finished_at,
+            exit_code=exit_code,
+            message=message,
+        )
+
+    def slot_claim(self, job: str, slot: datetime) -> Run | None:
+        """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
+
+        The runner asks this while it holds the lock and refuses to run a slot that has one.
+        Skipped, failed and lock_lost attempts do not claim a slot (a failed slot may be rerun).
+        """
+        params = {"job": job, "slot": to_db(slot, self.dialect)}
+        row = self._execute("select_slot_claims", params, lambda cur: cur.fetchone())
+        return None if row is None else _row_to_run(row)
+
+    # reads (SQLAlchemy Core)
+
+    def runs(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> list[Run]:
+        """Attempts, newest first: of one job or all, started at or after `since`."""
+        from sqlalchemy import select
+
+        _, table = schema()
+        query = select(table)
+        if job is not None:
+            query = query.where(table.c.job == job)
+        if since is not None:
+            to_db(since, self.dialect)  # refuse a naive datetime before asking the server
+            query = query.where(table.c.started_at >= since)
+        query = query.order_by(table.c.started_at.desc(), table.c.id.desc()).limit(int(limit))
+        return self._read(query)
+
+    def slot_runs(self, job: str, slot: datetime) -> list[Run]:
+        """Every attempt of `job` at `slot`, oldest first: who skipped, who ran, how it ended."""
+        from sqlalchemy import select
+
+        _, table = schema()
+        to_db(slot, self.dialect)
+        query = (
+            select(table)
+            .where(table.c.job == job, table.c.slot == slot)
+            .order_by(table.c.started_at, table.c.id)
+        )
+        return self._read(query)
+
+    def create_schema(self) -> None:
+        """Create the ledger table and its indexes if they are missing (imports SQLAlchemy)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        metadata, _ = schema()
+        try:
+            with self._sa_engine().begin() as conn:
+                metadata.create_all(conn, checkfirst=True)
+        except SQLAlchemyError as exc:
+            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+        self._schema_checked = True
+
+    # internals
+
+    def _sa_engine(self) -> Any:
+        if self._engine is None:
+            from .backends.sa import engine_for
+
+            self._engine = engine_for(self.url, pool_pre_ping=True)
+        return self._engine
+
+    def _read(self, query: Any) -> list[Run]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not self._schema_checked:
+            self.create_schema()
+        try:
+            with self._sa_engine().connect() as conn:
+                rows = conn.execute(query).mappings().all()
+        except SQLAlchemyError as exc:
+            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+        return [Run(**dict(row)) for row in rows]
+
+    def _execute(self, name: str, params: dict[str, Any], handle: Any) -> Any:
+        """Run one query file on the raw connection; create the table / reconnect once."""
+        sql = sqlfiles.load(name, self.dialect)
+        created = reconnected = False
+        create_error: DatabaseError | None = None
+        while True:
+            conn = self.connection
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, params)
+                    return handle(cur)
+                finally:
+                    cur.close()
+            except Exception as exc:
+                kind = self._classify(exc, conn)
+                if kind is None:
+                    raise
+                if kind == "missing" and not created:
+                    created = True
+                    try:
+                        self.create_schema()
+                    except DatabaseError as err:  # another instance may have won the race
+                        create_error = err
+                    continue
+                if kind == "gone" and not reconnected:
+                    reconnected = True
+                    self._drop_connection()
+                    continue
+                if kind == "missing" and create_error is not None:
+                    raise create_error from None
+                raise DatabaseError(self._describe(exc)) from None
+
+    def _classify(self, exc: BaseException, conn: Any) -> str | None:
+        """ "missing" (no table), "gone" (connection lost), "other" (a driver error) or None."""
+        if self.dialect == "postgresql":
+            import psycopg
+
+            if not isinstance(exc, psycopg.Error):
+                return None
+            if isinstance(exc, psycopg.errors.UndefinedTable):
+                return "missing"
+            if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
+                return "gone"
+            return "other"
+        if self.dialect == "mysql":
+            import pymysql
+
+            if not isinstance(exc, pymysql.MySQLError):
+                return None
+            code = exc.args[0] if exc.args else None
+            if code == 1146:
+                return "missing"
+            if isinstance(exc, pymysql.err.InterfaceError) or code in _MYSQL_GONE:
+                return "gone"
+            if isinstance(exc, pymysql.err.OperationalError) and not conn.open:
+                return "gone"
+            return "other"
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        if "no such table" in str(exc):
+            return "missing"
+        return "other"
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # it is already broken
+                pass
+
+    def _describe(self, exc: BaseException) -> str:
+        return f"run ledger on {self.url.masked}: {scrub(first_line(exc), self.url)}"
