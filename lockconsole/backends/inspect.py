@@ -1,0 +1,42 @@
+"""Inspectors: list who holds locks in one database, and force-release a holder, guarded.
+
+One module per lock kind (pg_inspect, mysql_inspect, lease_inspect), each with a class that
+follows `Inspector`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ..audit import Actor, AuditLog
+from ..models import Holder, Job
+
+ReleaseStatus = Literal["released", "holder_changed", "denied", "error"]
+
+
+@dataclass(frozen=True)
+class HolderList:
+    holders: tuple[Holder, ...]
+    source: str  # where they were read: "pg_locks", "performance_schema.metadata_locks", ...
+    notes: tuple[
+        str, ...
+    ] = ()  # e.g. "details of other roles' sessions hidden: grant pg_read_all_stats"
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    status: ReleaseStatus
+    message: str  # one line for the operator
+    target: Holder
+
+
+class Inspector(Protocol):
+    def holders(self, jobs: Sequence[Job]) -> HolderList:
+        """Every holder and waiter, in one query; keys mapped back to `jobs` where they match."""
+
+    def release(self, holder: Holder, *, actor: Actor, audit: AuditLog) -> ReleaseResult:
+        """End `holder` only if it still holds that key now; audit first, refuse if audit fails."""
+
+    def close(self) -> None: ...
