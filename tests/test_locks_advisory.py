@@ -85,7 +85,8 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
 def with_password(url: str, secret: str, database: str | None = None) -> str:
     """`url` with a password (and optionally another database) put in."""
     parts = urlsplit(url)
-    netloc = f"{parts.username or 'root'}:{secret}@{parts.hostname}:{parts.port}"
+    host = parts.hostname or ""
+    netloc = f"{parts.username or 'root'}:{secret}@{host}" + (f":{parts.port}" if parts.port else "")
     path = f"/{database}" if database else parts.path
     return urlunsplit((parts.scheme, netloc, path, parts.query, ""))
 
