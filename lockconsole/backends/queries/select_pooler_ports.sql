@@ -1,0 +1,1 @@
+SELECT inet_server_port(), inet_client_port()

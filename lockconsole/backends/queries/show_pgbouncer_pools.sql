@@ -1,0 +1,2 @@
+-- PgBouncer admin console (dbname=pgbouncer; simple query protocol only)
+SHOW POOLS
