@@ -1,0 +1,1 @@
+SELECT IS_USED_LOCK(%(name)s)
