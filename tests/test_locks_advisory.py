@@ -86,7 +86,8 @@ def with_password(url: str, secret: str, database: str | None = None) -> str:
     """`url` with a password (and optionally another database) put in."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    netloc = f"{parts.username or 'root'}:{secret}@{host}" + (f":{parts.port}" if parts.port else "")
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{parts.username or 'root'}:{secret}@{host}{port}"
     path = f"/{database}" if database else parts.path
     return urlunsplit((parts.scheme, netloc, path, parts.query, ""))
 
