@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lockconsole {__version__}")
     parser.add_argument("--config", metavar="PATH", help="the lockconsole.toml to use")
+    parser.add_argument("--read-only", action="store_true",
+                        help="refuse every mutation (release, trigger)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     p = sub.add_parser("config", help="check the configuration and show what it resolves to")
@@ -40,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_run
 
     cli_run.add_parsers(sub)
+    from . import cli_views
+
+    cli_views.add_parsers(sub)
     return parser
 
 
@@ -60,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_run
 
             return cli_run.dispatch(args)
+        if args.command in ("locks", "history", "dupes", "release", "check"):
+            from . import cli_views
+
+            return cli_views.dispatch(args)
         raise UsageError("choose a command (see lockconsole --help)")
     except ConfigError as exc:
         _report(exc)

@@ -35,6 +35,7 @@ from .config_checks import (  # noqa: F401  (re-exported: public names of this m
 )
 from .errors import ConfigError
 from .models import STRATEGIES, Database, Idempotency, Job
+from .settings import ConsoleSettings, parse_console
 from .urls import expand_env, parse_url
 
 SEARCH_ORDER_HELP = (
@@ -65,7 +66,7 @@ class Config:
     jobs: Mapping[str, Job]
     ledger_database: str | None = None
     instance: str | None = None
-    console: Mapping[str, Any] = field(default_factory=dict)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
     keymap: Mapping[str, str] = field(default_factory=dict)
 
     def job(self, name: str) -> Job:
@@ -219,12 +220,15 @@ class _Builder:
         keymap = data.get("keys", {})
         if not isinstance(console, dict):
             raise self.error((), "console", "must be a table")
+        console_settings = parse_console(
+            console, lambda key, msg: self.error(("console",), key, msg)
+        )
         if not isinstance(keymap, dict):
             raise self.error((), "keys", 'must be a table of action = "key"')
         for action, binding in keymap.items():
             if not isinstance(binding, str) or not binding:
                 raise self.error(("keys",), action, f'must be a key like "q", not {binding!r}')
-        return Config(self.path, databases, jobs, ledger, instance, console, keymap)
+        return Config(self.path, databases, jobs, ledger, instance, console_settings, keymap)
 
     def databases(self, raw: object) -> dict[str, Database]:
         if not isinstance(raw, dict):

@@ -36,18 +36,23 @@ def resolve_callable(spec: str) -> Callable[..., Any]:
     return target
 
 
-def run_target(attempt: Attempt, target: Target, *, handle_signals: bool = True) -> Run:
-    """Run `target` while the attempt holds the lock; record and return the finished Run."""
+def run_target(attempt: Attempt, target: Target, *, handle_signals: bool = True,
+               output: Callable[[str], None] | None = None) -> Run:  # fmt: skip
+    """Run `target` while the attempt holds the lock; record and return the finished Run.
+
+    `output` receives a command's output line by line (default: it goes to our stdout).
+    """
     if not attempt.acquired:
         return attempt.run
     if callable(target):
         return _run_callable(attempt, target, handle_signals)
-    return _run_command(attempt, list(target), handle_signals)
+    return _run_command(attempt, list(target), handle_signals, output)
 
 
-def _run_command(attempt: Attempt, argv: list[str], handle_signals: bool) -> Run:
+def _run_command(attempt: Attempt, argv: list[str], handle_signals: bool,
+                 output: Callable[[str], None] | None = None) -> Run:  # fmt: skip
     job = attempt.job
-    command = Command(argv)
+    command = Command(argv, output=output)
     attempt.on_lock_lost.append(lambda _a: command.stop("lock lost", job.stop_grace))
     attempt.on_stop.append(lambda reason: command.stop(reason, job.stop_grace))
 

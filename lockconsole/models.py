@@ -192,3 +192,4 @@ class Snapshot:
     alerts: tuple[Alert, ...] = ()
     errors: tuple[tuple[str, str], ...] = ()  # (database, error) for each database that failed
     sources: tuple[tuple[str, str], ...] = ()  # (database, where its holders were read)
+    notes: tuple[tuple[str, str], ...] = ()  # (database, what privileges or setup hide)

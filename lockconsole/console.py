@@ -1,0 +1,384 @@
+"""The Console facade: the one door the CLI and the TUI use for every view and action.
+
+snapshot() reads every database in parallel (one database down never hides the others),
+trigger() runs a job here through the runner, release() force-releases a holder (audited,
+refused in read-only mode), duplicates() and history() page through the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from .audit import Actor, AuditLog
+from .backends.inspect import HolderList, Inspector, ReleaseResult
+from .config import Config
+from .errors import ConfigError, DatabaseError, UsageError
+from .models import Alert, Database, Holder, Job, JobStatus, Run, Snapshot
+from .slots import next_fire, utcnow
+from .urls import scrub
+
+log = logging.getLogger("lockconsole.console")
+
+
+class ReadOnlyError(UsageError):
+    """A mutation was asked for in --read-only mode; nothing was done."""
+
+
+class Console:
+    """Snapshots and actions over one configuration; keeps its connections between calls."""
+
+    def __init__(self, config: Config, *, read_only: bool = False, actor: Actor | None = None,
+                 instance: str | None = None) -> None:  # fmt: skip
+        self.config = config
+        self.settings = config.console
+        self.read_only = read_only
+        self.actor = actor or Actor.current()
+        self.instance = instance
+        self._inspectors: dict[tuple[str, str | None], Inspector] = {}
+        self._pooler: dict[str, Any] = {}
+        self._engines: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
+        self.last: Snapshot | None = None
+
+    # --- reading -------------------------------------------------------------------------
+
+    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
+        """Everything at one moment: jobs, holders (stale marked), runs, slots, alerts, errors."""
+        from .reports import alerts, slot_reports
+        from .stale import mark_stale
+
+        now = utcnow()
+        jobs = list(self.config.jobs.values())
+        targets = self._inspection_targets()
+        ledgers = sorted({self.config.ledger_for(j).name for j in jobs})
+        holder_futures = {t: self._pool.submit(self._holders, *t) for t in targets}
+        run_futures = {name: self._pool.submit(self._runs, name, now) for name in ledgers}
+        dup_futures = (
+            {j.name: self._pool.submit(self._duplicate_count, j) for j in jobs if j.idempotency}
+            if duplicates
+            else {}
+        )
+        errors: dict[str, str] = {}
+        holders: list[Holder] = []
+        sources: dict[str, str] = {}
+        notes: list[tuple[str, str]] = []
+        for (db_name, table), future in holder_futures.items():
+            try:
+                listed: HolderList = future.result()
+            except Exception as exc:
+                errors[db_name] = self._error_text(db_name, exc)
+                continue
+            holders.extend(listed.holders)
+            label = f"{db_name}:{table}" if table else db_name
+            sources[label] = listed.source
+            notes.extend((label, note) for note in listed.notes)
+        runs: list[Run] = []
+        for name, future in run_futures.items():
+            try:
+                runs.extend(future.result())
+            except Exception as exc:
+                errors.setdefault(name, self._error_text(name, exc))
+        dup_counts: dict[str, Any] = {}
+        for job_name, future in dup_futures.items():
+            try:
+                dup_counts[job_name] = future.result()
+            except Exception as exc:
+                log.warning("duplicates of %s: %s", job_name, exc)
+        runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
+        orphaned = self._orphaned_pids()
+        holders_t = mark_stale(holders, jobs, runs, now=now,
+                               idle_threshold=self.settings.idle_threshold,
+                               orphaned_pids=orphaned)  # fmt: skip
+        reports = slot_reports(jobs, runs, now=now, lookback=self.settings.lookback,
+                               grace=self.settings.grace)  # fmt: skip
+        alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs)) + self._pooler_alerts()
+        snapshot = Snapshot(
+            taken_at=now,
+            jobs=tuple(self._job_status(j, holders_t, runs, now) for j in jobs),
+            holders=tuple(holders_t),
+            runs=tuple(runs),
+            slots=tuple(reports),
+            alerts=tuple(alert_list),
+            errors=tuple(sorted(errors.items())),
+            sources=tuple(sorted(sources.items())),
+            notes=tuple(notes),
+        )
+        self.last = snapshot
+        return snapshot
+
+    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
+        """Recent attempts, newest first, from every ledger (or the one of `job`)."""
+        from .ledger import Ledger
+
+        if job is not None:
+            self.config.job(job)
+        names = {self.config.ledger_for(j).name for j in self.config.jobs.values()
+                 if job is None or j.name == job}  # fmt: skip
+        runs: list[Run] = []
+        for name in sorted(names):
+            with Ledger(self.config.databases[name]) as ledger:
+                runs.extend(ledger.runs(job, limit=limit))
+        runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
+        return runs[:limit]
+
+    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
+        """One page of the job's duplicate groups (paged by the database)."""
+        from . import duplicates
+
+        spec = self._idempotency(job)
+        return duplicates.groups(self._engine(job), spec, page=page, page_size=page_size)
+
+    def duplicate_summary(self, job: str) -> Any:
+        from . import duplicates
+
+        return duplicates.summary(self._engine(job), self._idempotency(job))
+
+    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
+        from . import duplicates
+
+        return duplicates.rows(self._engine(job), self._idempotency(job), key)
+
+    def duplicate_ddl(self, job: str) -> str:
+        from . import duplicates
+
+        spec = self._idempotency(job)
+        found = duplicates.summary(self._engine(job), spec)
+        return duplicates.fix_ddl(self._db(job).url.dialect, spec, found)
+
+    # --- acting --------------------------------------------------------------------------
+
+    def release(self, holder: Holder) -> ReleaseResult:
+        """Force-release `holder` if it still holds that key; audited; refused when read-only."""
+        self._refuse_if_read_only("force-release")
+        if not holder.granted:
+            return ReleaseResult("error", "only a granted holder can be released, not a waiter",
+                                 holder)  # fmt: skip
+        database = self.config.databases[holder.database]
+        table = holder.source if holder.kind == "lease" else None
+        inspector = self._inspector(database.name, table)
+        audit = AuditLog(database)
+        try:
+            return inspector.release(holder, actor=self.actor, audit=audit)
+        finally:
+            audit.close()
+
+    def find_holders(self, *, pid: int | None = None, job: str | None = None,
+                     database: str | None = None) -> list[Holder]:  # fmt: skip
+        """Granted holders matching a pid or a job (from a fresh snapshot), for `release`."""
+        if job is not None:
+            self.config.job(job)
+        if database is not None and database not in self.config.databases:
+            raise ConfigError(f"no database named {database!r}")
+        snap = self.snapshot()
+        return [
+            h for h in snap.holders
+            if h.granted
+            and (pid is None or h.pid == pid)
+            and (job is None or h.job == job)
+            and (database is None or h.database == database)
+        ]  # fmt: skip
+
+    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
+                instance: str | None = None) -> Run:  # fmt: skip
+        """Run the job here now, under its lock (trigger = manual); skips if another holds it."""
+        from .execute import resolve_callable, run_target
+        from .runner import begin, default_instance
+
+        self._refuse_if_read_only("trigger")
+        job = self.config.job(job_name)
+        if job.command:
+            target: Any = list(job.command)
+        elif job.callable:
+            target = resolve_callable(job.callable)
+        else:
+            raise UsageError(f"job {job.name!r} has no command or callable to trigger")
+        name = instance or self.instance or default_instance(self.config.instance)
+        attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
+                        instance=name, trigger="manual")  # fmt: skip
+        if not attempt.acquired:
+            who = self._describe_holder(job)
+            if who:
+                attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
+            return attempt.run
+        return run_target(attempt, target, handle_signals=False, output=output)
+
+    def close(self) -> None:
+        with self._lock:
+            inspectors = list(self._inspectors.values())
+            self._inspectors.clear()
+        for inspector in inspectors:
+            try:
+                inspector.close()
+            except Exception:
+                pass
+        for engine in self._engines.values():
+            engine.dispose()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Console:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _refuse_if_read_only(self, action: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{action} refused: the console is in --read-only mode")
+
+    def _inspection_targets(self) -> list[tuple[str, str | None]]:
+        """(database, lease table or None) for every place where holders can be seen."""
+        targets: set[tuple[str, str | None]] = set()
+        for db in self.config.databases.values():
+            if db.url.dialect in ("postgresql", "mysql"):
+                targets.add((db.name, None))
+        for job in self.config.jobs.values():
+            if job.strategy == "lease":
+                targets.add((job.database, job.lease_table))
+        return sorted(targets, key=lambda t: (t[0], t[1] or ""))
+
+    def _inspector(self, db_name: str, table: str | None) -> Inspector:
+        with self._lock:
+            found = self._inspectors.get((db_name, table))
+            if found is not None:
+                return found
+        database = self.config.databases[db_name]
+        inspector = _open_inspector(database, table)
+        with self._lock:
+            self._inspectors[(db_name, table)] = inspector
+        return inspector
+
+    def _holders(self, db_name: str, table: str | None) -> HolderList:
+        inspector = self._inspector(db_name, table)
+        jobs = [j for j in self.config.jobs.values() if j.database == db_name]
+        try:
+            return inspector.holders(jobs)
+        except Exception:
+            with self._lock:  # drop it: the next snapshot reconnects
+                self._inspectors.pop((db_name, table), None)
+            try:
+                inspector.close()
+            except Exception:
+                pass
+            raise
+
+    def _runs(self, ledger_name: str, now: datetime) -> list[Run]:
+        from .ledger import Ledger
+
+        with Ledger(self.config.databases[ledger_name]) as ledger:
+            return ledger.runs(since=now - self.settings.lookback,
+                               limit=self.settings.history_limit)  # fmt: skip
+
+    def _duplicate_count(self, job: Job) -> Any:
+        from . import duplicates
+
+        assert job.idempotency is not None
+        return duplicates.summary(self._engine(job.name), job.idempotency)
+
+    def _orphaned_pids(self) -> set[int] | None:
+        from .pooler import orphaned_server_pids
+
+        found: set[int] = set()
+        any_known = False
+        for db in self.config.databases.values():
+            info = self._pooler_info(db)
+            if info is None or not info.detected:
+                continue
+            pids = orphaned_server_pids(db.url)
+            if pids is not None:
+                any_known = True
+                found |= pids
+        return found if any_known else None
+
+    def _pooler_info(self, db: Database) -> Any:
+        if db.url.dialect != "postgresql":
+            return None
+        if db.name not in self._pooler:
+            from .pooler import detect_pooler
+
+            try:
+                self._pooler[db.name] = detect_pooler(db.url)
+            except Exception as exc:
+                log.debug("pooler detection on %s failed: %s", db.name, exc)
+                return None
+        return self._pooler[db.name]
+
+    def _pooler_alerts(self) -> list[Alert]:
+        from .pooler import pooler_warnings
+
+        out = []
+        for db in self.config.databases.values():
+            info = self._pooler_info(db)
+            if info is None:
+                continue
+            jobs = [j for j in self.config.jobs.values() if j.database == db.name]
+            for warning in pooler_warnings(jobs, db, info):
+                out.append(Alert("pooler", None, warning, database=db.name))
+        return out
+
+    def _job_status(self, job: Job, holders: Iterable[Holder], runs: Iterable[Run],
+                    now: datetime) -> JobStatus:  # fmt: skip
+        holder = next((h for h in holders if h.job == job.name and h.granted), None)
+        last = next((r for r in runs if r.job == job.name), None)
+        return JobStatus(job, next_fire(job, now), holder, last)
+
+    def _describe_holder(self, job: Job) -> str | None:
+        try:
+            snap = self.snapshot()
+        except Exception:
+            return None
+        holder = next((h for h in snap.holders if h.job == job.name and h.granted), None)
+        if holder is None:
+            return None
+        who = holder.instance or holder.application_name or holder.locked_by or "?"
+        pid = f"pid {holder.pid}" if holder.pid else "lease"
+        return f"held by {who} ({pid})"
+
+    def _engine(self, job: str) -> Any:
+        """One pooled SQLAlchemy engine per database, for the duplicate inspector."""
+        db = self._db(job)
+        with self._lock:
+            engine = self._engines.get(db.name)
+            if engine is None:
+                from .backends.sa import engine_for
+
+                engine = self._engines[db.name] = engine_for(db.url, pool_pre_ping=True)
+            return engine
+
+    def _db(self, job: str) -> Database:
+        return self.config.database_for(self.config.job(job))
+
+    def _idempotency(self, job: str) -> Any:
+        spec = self.config.job(job).idempotency
+        if spec is None:
+            raise ConfigError(f"job {job!r} has no [jobs.{job}.idempotency] table and key")
+        return spec
+
+    def _error_text(self, db_name: str, exc: BaseException) -> str:
+        db = self.config.databases.get(db_name)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, DatabaseError) or db is None:
+            return text if db is None else scrub(text, db.url)
+        return scrub(f"{type(exc).__name__}: {text}", db.url)
+
+
+def _open_inspector(database: Database, table: str | None) -> Inspector:
+    if table is not None:
+        from .backends.lease_inspect import LeaseInspector
+
+        return LeaseInspector(database, table)
+    if database.url.dialect == "postgresql":
+        from .backends.pg_inspect import PgInspector
+
+        return PgInspector(database)
+    from .backends.mysql_inspect import MysqlInspector
+
+    return MysqlInspector(database)
