@@ -1,0 +1,323 @@
+"""A fixed, deterministic data set and a Console stand-in over it, for snapshot tests,
+screenshots and console benchmarks. Behaviour tests use real databases instead.
+
+The data tells the billing story at a frozen moment (2026-11-29 02:15 UTC): the triple-charge
+night of 2026-11-27, the nights after with one instance running and two skipping, a web-1 run
+in progress with web-2 waiting, a stale psql session holding an unmapped key, a MySQL and a
+lease holder, and 120 duplicated invoices.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..backends.inspect import ReleaseResult
+from ..config import Config, parse_config
+from ..models import DuplicateGroup, Holder, Idempotency, JobStatus, Run, Snapshot
+from ..slots import next_fire
+
+FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
+INSTANCES = ("web-1", "web-2", "web-3")
+
+SAMPLE_CONFIG = """
+[databases.billing]
+url = "postgresql://billing:${BILLING_PASSWORD}@db.internal:5432/billing"
+[databases.reports]
+url = "mysql://reports@mysql.internal:3306/reports"
+
+[jobs.nightly_billing]
+database = "billing"
+schedule = "0 2 * * *"
+strategy = "pg-session"
+key = 4242
+command = ["python", "-m", "billing.nightly"]
+max_duration = "2h"
+[jobs.nightly_billing.idempotency]
+table = "invoices"
+key = ["tenant_id", "period"]
+run_column = "run_id"
+
+[jobs.invoice_reminders]
+database = "billing"
+schedule = "30 * * * *"
+strategy = "pg-xact"
+command = ["python", "-m", "billing.reminders"]
+
+[jobs.report_export]
+database = "reports"
+schedule = "0 3 * * *"
+strategy = "mysql"
+command = ["python", "-m", "reports.export"]
+
+[jobs.lease_cleanup]
+database = "billing"
+schedule = "*/10 * * * *"
+strategy = "lease"
+max_duration = "10m"
+command = ["python", "-m", "billing.cleanup"]
+"""
+
+
+def sample_config() -> Config:
+    return parse_config(SAMPLE_CONFIG, "sample.toml", {"BILLING_PASSWORD": "not-shown"})
+
+
+def _run(rid: int, job: str, slot: datetime, instance: str, outcome: str, start_s: float,
+         took_s: float | None, **extra: Any) -> Run:  # fmt: skip
+    started = slot + timedelta(seconds=start_s)
+    finished = None if took_s is None else started + timedelta(seconds=took_s)
+    code = {"succeeded": 0, "failed": 1}.get(outcome)
+    return Run(job=job, slot=slot, instance=instance, host=instance, pid=4000 + rid,
+               trigger=extra.pop("trigger", "scheduled"), outcome=outcome, started_at=started,
+               finished_at=finished, exit_code=extra.pop("exit_code", code),
+               message=extra.pop("message", None), session_id=extra.pop("session_id", 9000 + rid),
+               strategy=extra.pop("strategy", "pg-session"), lock_key=extra.pop("lock_key", "4242"),
+               id=rid, **extra)  # fmt: skip
+
+
+def sample_runs() -> list[Run]:
+    runs: list[Run] = []
+    rid = 800
+    for day in (27, 28, 29):
+        slot = datetime(2026, 11, day, 2, 0, tzinfo=UTC)
+        for i, instance in enumerate(INSTANCES):
+            rid += 1
+            if day == 27:  # before the lock: every instance billed every tenant
+                runs.append(_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3 * i,
+                                 612 + 9 * i))  # fmt: skip
+            elif day == 29 and i == 0:  # tonight: web-1 is still billing
+                runs.append(_run(rid, "nightly_billing", slot, instance, "acquired", 0.3, None,
+                                 session_id=31001))  # fmt: skip
+            elif i == 0:
+                runs.append(_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3, 598))
+            else:
+                runs.append(_run(rid, "nightly_billing", slot, instance, "skipped", 0.3 + 0.4 * i,
+                                 0.01, message="lock held by another session"))  # fmt: skip
+    for hour, outcome in ((22, "succeeded"), (23, "lock_lost"), (0, "failed"), (1, "succeeded")):
+        day = 28 if hour >= 22 else 29
+        slot = datetime(2026, 11, day, hour, 30, tzinfo=UTC)
+        rid += 1
+        message = {"lock_lost": "lock or its connection went away",
+                   "failed": "exited with code 1"}.get(outcome)  # fmt: skip
+        runs.append(_run(rid, "invoice_reminders", slot, INSTANCES[hour % 3], outcome, 0.2, 41,
+                         strategy="pg-xact", lock_key="-6532131512351921",
+                         message=message))  # fmt: skip
+    rid += 1
+    runs.append(_run(rid, "report_export", datetime(2026, 11, 28, 3, 0, tzinfo=UTC), "web-2",
+                     "succeeded", 0.5, 95, strategy="mysql", lock_key="report_export"))  # fmt: skip
+    runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
+    return runs
+
+
+def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
+    since = datetime(2026, 11, 29, 2, 0, 0, 300000, tzinfo=UTC)
+    common = {"database": "billing", "datname": "billing", "user": "billing",
+              "source": "pg_locks", "kind": "advisory", "key_kind": "int64"}  # fmt: skip
+    return [
+        Holder(
+            **common,
+            key="4242",
+            job="nightly_billing",
+            granted=True,
+            mode="ExclusiveLock",
+            pid=31001,
+            application_name="lockconsole:nightly_billing@web-1",
+            client_addr="10.0.1.11",
+            backend_start=since,
+            state="idle",
+            state_since=since,
+            query="select pg_try_advisory_lock(4242), pg_backend_pid()",
+            held_since=since,
+            instance="web-1",
+            run_id=810,
+        ),  # fmt: skip
+        Holder(
+            **common,
+            key="4242",
+            job="nightly_billing",
+            granted=False,
+            mode="ExclusiveLock",
+            pid=31077,
+            application_name="psql",
+            client_addr="10.0.9.4",
+            waiting_since=now - timedelta(minutes=2),
+            blocked_by=(31001,),
+            state="active",
+            state_since=now - timedelta(minutes=2),
+            query="select pg_advisory_lock(4242)",
+        ),  # fmt: skip
+        Holder(
+            **common,
+            key="31337",
+            job=None,
+            granted=True,
+            mode="ExclusiveLock",
+            pid=29950,
+            application_name="psql",
+            client_addr="10.0.9.4",
+            backend_start=now - timedelta(hours=3),
+            state="idle",
+            state_since=now - timedelta(minutes=14),
+            query="select pg_advisory_lock(31337)",
+            stale="idle for 14m with no running run in the ledger",
+        ),  # fmt: skip
+        Holder(
+            database="reports",
+            kind="user_lock",
+            key="report_export",
+            key_kind="name",
+            job="report_export",
+            granted=True,
+            source="METADATA_LOCK_INFO",
+            pid=88,
+            user="reports",
+            client_addr="10.0.1.12",
+            state="Sleep",
+            state_since=now - timedelta(seconds=40),
+            held_since=now - timedelta(seconds=40),
+            query=None,
+        ),  # fmt: skip
+        Holder(
+            database="billing",
+            kind="lease",
+            key="lease_cleanup",
+            key_kind="name",
+            job="lease_cleanup",
+            granted=True,
+            source="shedlock",
+            held_since=now - timedelta(minutes=5),
+            lock_until=now + timedelta(minutes=5),
+            locked_by="web-3",
+            fencing_token=57,
+            instance="web-3",
+        ),  # fmt: skip
+    ]
+
+
+def many_holders(count: int, sessions: int = 50) -> list[Holder]:
+    """`count` granted advisory holders over `sessions` sessions (for console benchmarks)."""
+    base = datetime(2026, 11, 29, 1, 0, tzinfo=UTC)
+    return [
+        Holder(
+            database="billing",
+            kind="advisory",
+            key=str(100_000 + i),
+            key_kind="int64",
+            granted=True,
+            source="pg_locks",
+            mode="ExclusiveLock",
+            pid=20_000 + i % sessions,
+            user="app",
+            application_name=f"worker-{i % sessions}",
+            state="idle",
+            state_since=base,
+            backend_start=base,
+        )  # fmt: skip
+        for i in range(count)
+    ]
+
+
+def sample_duplicates() -> list[DuplicateGroup]:
+    return [DuplicateGroup(key=(tenant, "2026-11"), count=3, run_ids=(801, 802, 803))
+            for tenant in range(1001, 1121)]  # fmt: skip
+
+
+def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
+    from ..reports import alerts, slot_reports
+
+    config = sample_config()
+    jobs = list(config.jobs.values())
+    runs = sample_runs()
+    holders = sample_holders(now)
+    reports = slot_reports(jobs, runs, now=now, lookback=timedelta(days=3),
+                           grace=timedelta(minutes=5))  # fmt: skip
+    found = alerts(reports, holders, {"nightly_billing": (120, 240)}, jobs=jobs)
+    status = tuple(
+        JobStatus(j, next_fire(j, now), next((h for h in holders if h.job == j.name and h.granted),
+                                             None),
+                  next((r for r in runs if r.job == j.name), None))
+        for j in jobs
+    )  # fmt: skip
+    return Snapshot(taken_at=now, jobs=status, holders=tuple(holders), runs=tuple(runs),
+                    slots=tuple(reports), alerts=tuple(found),
+                    sources=(("billing", "pg_locks"), ("billing:shedlock", "shedlock"),
+                             ("reports", "METADATA_LOCK_INFO")))  # fmt: skip
+
+
+class SampleConsole:
+    """The Console facade's surface over the fixed data set (no database behind it)."""
+
+    def __init__(self, *, read_only: bool = False, holders: list[Holder] | None = None) -> None:
+        self.config = sample_config()
+        self.read_only = read_only
+        self._snapshot = sample_snapshot()
+        if holders is not None:
+            self._snapshot = replace(self._snapshot, holders=tuple(holders))
+        self._lock = threading.Lock()
+        self.released: list[Holder] = []
+        self.triggered: list[str] = []
+
+    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
+        with self._lock:
+            return self._snapshot
+
+    def set_snapshot(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._snapshot = snapshot
+
+    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
+        return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
+
+    def release(self, holder: Holder) -> ReleaseResult:
+        from ..console import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("force-release refused: the console is in --read-only mode")
+        with self._lock:
+            self.released.append(holder)
+            kept = tuple(h for h in self._snapshot.holders if h != holder)
+            self._snapshot = replace(self._snapshot, holders=kept)
+        return ReleaseResult("released", f"pid {holder.pid} terminated in 12 ms", holder)
+
+    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
+                instance: str | None = None) -> Run:  # fmt: skip
+        from ..console import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("trigger refused: the console is in --read-only mode")
+        self.triggered.append(job_name)
+        for line in ("billing 120 tenants", "charged 120, skipped 0 (already invoiced)"):
+            if output:
+                output(line)
+        return _run(999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3,
+                    trigger="manual")  # fmt: skip
+
+    def duplicate_summary(self, job: str) -> Any:
+        from ..duplicates import DuplicateSummary
+
+        return DuplicateSummary(groups=120, surplus_rows=240, has_unique_key=False)
+
+    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
+        from ..duplicates import DuplicatePage
+
+        groups = sample_duplicates()
+        chunk = groups[page * page_size : (page + 1) * page_size]
+        return DuplicatePage(tuple(chunk), (page + 1) * page_size < len(groups))
+
+    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
+        tenant, period = key
+        return [{"id": 5000 + i, "tenant_id": tenant, "period": period, "amount": "49.00",
+                 "run_id": 801 + i} for i in range(3)]  # fmt: skip
+
+    def duplicate_ddl(self, job: str) -> str:
+        spec = self.config.job(job).idempotency or Idempotency("invoices", ("tenant_id", "period"))
+        return (f"-- remove the 240 surplus rows of the 120 duplicated keys first\n"
+                f"ALTER TABLE {spec.table} ADD CONSTRAINT {spec.table}_{'_'.join(spec.key)}_key "
+                f"UNIQUE ({', '.join(spec.key)});")  # fmt: skip
+
+    def close(self) -> None:
+        pass
