@@ -122,10 +122,7 @@ def cmd_dupes(console: Any, args: argparse.Namespace) -> int:
             rows_table(rows)
         return 0
     if args.csv:
-        from . import duplicates
-
-        with open(args.csv, "w", newline="", encoding="utf-8") as out:
-            count = duplicates.export_csv(console._engine(args.job), spec, out)
+        count = console.export_duplicates(args.job, args.csv)
         print(f"exported {count} duplicate rows to {args.csv}", file=sys.stderr)
     summary = console.duplicate_summary(args.job)
     page = console.duplicates(args.job, page=args.page, page_size=args.page_size)

@@ -152,6 +152,13 @@ class Console:
         found = duplicates.summary(self._engine(job), spec)
         return duplicates.fix_ddl(self._db(job).url.dialect, spec, found)
 
+    def export_duplicates(self, job: str, path: str) -> int:
+        """Write every duplicate row of the job's idempotency table to a CSV file; row count."""
+        from . import duplicates
+
+        with open(path, "w", newline="", encoding="utf-8") as out:
+            return duplicates.export_csv(self._engine(job), self._idempotency(job), out)
+
     # --- acting --------------------------------------------------------------------------
 
     def release(self, holder: Holder) -> ReleaseResult:

@@ -319,5 +319,15 @@ class SampleConsole:
                 f"ALTER TABLE {spec.table} ADD CONSTRAINT {spec.table}_{'_'.join(spec.key)}_key "
                 f"UNIQUE ({', '.join(spec.key)});")  # fmt: skip
 
+    def export_duplicates(self, job: str, path: str) -> int:
+        import csv
+
+        with open(path, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(["id", "tenant_id", "period", "amount", "run_id"])
+            rows = [r for g in sample_duplicates() for r in self.duplicate_rows(job, g.key)]
+            writer.writerows([list(r.values()) for r in rows])
+        return len(rows)
+
     def close(self) -> None:
         pass
