@@ -22,8 +22,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check lockconsole tests bench
-	$(BIN)/ruff format --check lockconsole tests bench
+	$(BIN)/ruff check lockconsole tests $(wildcard bench)
+	$(BIN)/ruff format --check lockconsole tests $(wildcard bench)
 
 format: $(STAMP)
 	$(BIN)/ruff format lockconsole tests bench
