@@ -1,0 +1,16 @@
+"""The console's detail screens, pushed by the dashboard app.
+
+    DuplicatesScreen(console, job)               duplicate keys of the idempotency table
+    TimelineScreen(snapshot, job, now=...)        every attempt per slot, one lane per instance
+    RunDetailScreen(run, slot_runs)               one run in full (modal)
+    HelpScreen([(key, description), ...])         every key (modal)
+
+The modals that confirm an action live in lockconsole.tui.confirm.
+"""
+
+from .duplicates import DuplicatesScreen
+from .help import HelpScreen
+from .run_detail import RunDetailScreen
+from .timeline import TimelineScreen
+
+__all__ = ["DuplicatesScreen", "HelpScreen", "RunDetailScreen", "TimelineScreen"]

@@ -1,0 +1,59 @@
+"""Every key of the console in one list.
+
+HelpScreen([(key, description), ...])   a modal; Escape / q / ? closes
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+
+def keys_table(bindings: list[tuple[str, str]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True, justify="right")
+    table.add_column(overflow="fold")
+    for key, description in bindings:
+        table.add_row(Text(key, style="bold"), Text(description))
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys (key, description) the current view offers."""
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > #dialog {
+        width: 64; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    HelpScreen #title { text-style: bold; margin-bottom: 1; }
+    HelpScreen #keys { height: auto; max-height: 100%; }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="help_close"),
+        Binding("q", "close", "Close", show=False, id="help_close_q"),
+        Binding("question_mark", "close", "Close", show=False, id="help_close_question"),
+    ]
+
+    def __init__(self, bindings: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.bindings_list = list(bindings)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Keys", id="title")
+            with VerticalScroll(id="keys"):
+                yield Static(keys_table(self.bindings_list), id="keys-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#keys", VerticalScroll).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,144 @@
+"""One run of the ledger in full, with the other attempts of the same slot.
+
+RunDetailScreen(run, slot_runs)   a modal; Escape / q closes
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from ...models import Run
+
+OUTCOME_STYLES = {
+    "succeeded": "#4cb050",
+    "acquired": "#29b6f6",
+    "skipped": "#8a8a8a",
+    "failed": "#ffa040",
+    "lock_lost": "#c18cff",
+}
+
+
+def fmt_time(value: datetime | None, *, seconds: bool = True, ms: bool = False) -> str:
+    """A timestamp in UTC, as operators compare them across hosts."""
+    if value is None:
+        return "—"
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC)
+    if ms:
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def fmt_duration(delta: timedelta | None) -> str:
+    """12ms, 4.2s, 10m12s, 2h05m."""
+    if delta is None:
+        return "—"
+    total = delta.total_seconds()
+    if total < 1:
+        return f"{total * 1000:.0f}ms"
+    if total < 60:
+        return f"{total:.1f}s"
+    minutes, secs = divmod(int(total), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def run_fields(run: Run) -> Table:
+    """Every field of the run as a two-column grid."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    duration = (
+        fmt_duration(run.finished_at - run.started_at) if run.finished_at else "still running"
+    )
+    lock = " · ".join(x for x in (run.strategy, run.lock_key and f"key {run.lock_key}") if x)
+    rows: list[tuple[str, object]] = [
+        ("slot", fmt_time(run.slot)),
+        ("run", f"#{run.id} · {run.trigger}" if run.id is not None else run.trigger),
+        ("instance", f"{run.instance} (host {run.host}, pid {run.pid})"),
+        ("outcome", Text(run.outcome, style=OUTCOME_STYLES.get(run.outcome, ""))),
+        ("started", fmt_time(run.started_at, ms=True)),
+        ("finished", fmt_time(run.finished_at, ms=True) if run.finished_at else "— (running)"),
+        ("duration", duration),
+        ("exit code", run.exit_code),
+        ("message", run.message),
+        ("lock", lock or None),
+        ("fencing token", run.fencing_token),
+        ("session id", run.session_id),
+    ]
+    for label, value in rows:
+        shown = value if isinstance(value, Text) else Text("—" if value is None else str(value))
+        grid.add_row(label, shown)
+    return grid
+
+
+def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
+    """Every attempt of the slot in start order, this run marked."""
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+    for name in ("", "instance", "outcome", "started", "took"):
+        table.add_column(name, no_wrap=True)
+    for other in sorted(slot_runs, key=lambda r: (r.started_at, r.id or 0)):
+        took = fmt_duration(other.finished_at - other.started_at) if other.finished_at else "…"
+        table.add_row(
+            "▶" if other == run else "",
+            other.instance,
+            Text(other.outcome, style=OUTCOME_STYLES.get(other.outcome, "")),
+            other.started_at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
+            took,
+        )
+    return table
+
+
+class RunDetailScreen(ModalScreen[None]):
+    """Every field of one run, and who else tried in its slot."""
+
+    DEFAULT_CSS = """
+    RunDetailScreen { align: center middle; }
+    RunDetailScreen > #dialog {
+        width: 80; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    RunDetailScreen #body { height: auto; max-height: 100%; }
+    RunDetailScreen Footer { dock: bottom; }
+    RunDetailScreen .heading { text-style: bold; margin-top: 1; }
+    RunDetailScreen #title { text-style: bold; }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="run_detail_close"),
+        Binding("q", "close", "Close", show=False, id="run_detail_close_q"),
+    ]
+
+    def __init__(self, run: Run, slot_runs: list[Run]) -> None:
+        super().__init__()
+        self.run = run
+        self.slot_runs = list(slot_runs) or [run]
+
+    def compose(self) -> ComposeResult:
+        run = self.run
+        with Vertical(id="dialog"):
+            yield Static(f"Run of {run.job} on {run.instance} · slot {fmt_time(run.slot)}",
+                         id="title", markup=False)  # fmt: skip
+            with VerticalScroll(id="body"):
+                yield Static(run_fields(run), id="fields")
+                got = sum(r.outcome != "skipped" for r in self.slot_runs)
+                note = f" · {got} got the lock" if got > 1 else ""
+                yield Static(f"Attempts in this slot ({len(self.slot_runs)}){note}",
+                             classes="heading", markup=False)  # fmt: skip
+                yield Static(slot_attempts(run, self.slot_runs), id="attempts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#body", VerticalScroll).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
