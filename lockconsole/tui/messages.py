@@ -1,0 +1,31 @@
+"""Immutable messages that thread workers post to the app (named for what happened)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from ..backends.inspect import ReleaseResult
+from ..models import Run, Snapshot
+from .holder_rows import HolderRows
+
+
+@dataclass
+class SnapshotLoaded(Message):
+    """A refresh finished: the snapshot (merged with the last good data of failed databases),
+    the holder rows laid out off the UI thread, and how long the database work took."""
+
+    snapshot: Snapshot
+    rows: HolderRows
+    took: float
+
+
+@dataclass
+class HolderReleased(Message):
+    result: ReleaseResult
+
+
+@dataclass
+class JobTriggered(Message):
+    run: Run

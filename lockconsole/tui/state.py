@@ -1,0 +1,46 @@
+"""Keep the last good data of a database that failed this refresh (pure: no Textual, no I/O).
+
+When a snapshot carries errors for some databases, their holders, job states, runs and slot
+reports are taken from the previous snapshot, so an operator still sees them (dimmed) while
+the console keeps refreshing and the Console reconnects by itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..models import Snapshot
+
+
+def failed_databases(snapshot: Snapshot) -> set[str]:
+    return {name for name, _ in snapshot.errors}
+
+
+def carry_over(previous: Snapshot | None, new: Snapshot, config: Any) -> Snapshot:
+    """`new`, with the previous data of every database that failed in `new` put back."""
+    failed = failed_databases(new)
+    if previous is None or not failed:
+        return new
+    jobs = getattr(config, "jobs", {})
+
+    def ledger_of(job: str) -> str | None:
+        if job not in jobs:
+            return None
+        return config.ledger_for(jobs[job]).name
+
+    holders = [h for h in new.holders if h.database not in failed]
+    holders += [h for h in previous.holders if h.database in failed]
+    old_status = {s.job.name: s for s in previous.jobs}
+    statuses = tuple(
+        old_status.get(s.job.name, s) if s.job.database in failed else s for s in new.jobs
+    )
+    lost_ledgers = {name for name in failed if name}
+    kept_runs = [r for r in previous.runs if ledger_of(r.job) in lost_ledgers]
+    runs = sorted([*(r for r in new.runs if ledger_of(r.job) not in lost_ledgers), *kept_runs],
+                  key=lambda r: (r.started_at, r.id or 0), reverse=True)  # fmt: skip
+    slots = [s for s in new.slots if ledger_of(s.job) not in lost_ledgers]
+    slots += [s for s in previous.slots if ledger_of(s.job) in lost_ledgers]
+    slots.sort(key=lambda s: s.slot, reverse=True)
+    return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs),
+                   slots=tuple(slots))  # fmt: skip

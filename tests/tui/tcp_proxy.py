@@ -1,0 +1,80 @@
+"""A loopback TCP proxy a test can cut and restore: a database that goes away and comes back,
+without stopping the shared server other tests use."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+
+
+class SwitchableProxy:
+    """127.0.0.1:<port> -> target. cut(): every connection is dropped and new ones are closed
+    at once (a dead database that fails fast); restore(): forwarding again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.down = threading.Event()
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+        self._live: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.down.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._live += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while not self.down.is_set():
+                ready, _, _ = select.select([a, b], [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.down.set()
+        with self._lock:
+            live, self._live = self._live, []
+        for s in live:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        self.down.clear()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.cut()
+        self.listener.close()
