@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -62,6 +63,18 @@ def parse_slot(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def check_instance(given: str | None, default: str) -> str:
+    """--instance (or $LOCKCONSOLE_INSTANCE): 1-255 printable characters without spaces."""
+    name = default if given is None else given
+    source = "--instance" if given is not None else "the instance name ($LOCKCONSOLE_INSTANCE)"
+    if not name or len(name) > 255 or not name.isprintable() or any(c.isspace() for c in name):
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise UsageError(
+            f"{source}: {shown!r} is not an instance name (1-255 characters, no spaces)"
+        )
+    return name
+
+
 def dispatch(args: argparse.Namespace) -> int:
     from .config import load_config
 
@@ -73,17 +86,20 @@ def dispatch(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         job = config.job(args.job)
         target = _target(job, cmd)
+        from .runner import default_instance
+
+        args.instance = check_instance(args.instance, default_instance(config.instance))
         setup_logging(args.quiet)
         return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
     config = load_config(args.config)
     jobs = [config.job(n) for n in args.job] if args.job else list(config.jobs.values())
-    if args.duration is not None and args.duration <= 0:
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise UsageError("schedule: --for takes a positive number of seconds")
     setup_logging(args.quiet)
     from .runner import default_instance
     from .scheduler import Scheduler
 
-    instance = args.instance or default_instance(config.instance)
+    instance = check_instance(args.instance, default_instance(config.instance))
     return Scheduler(config, jobs, instance=instance).run_forever(args.duration)
 
 

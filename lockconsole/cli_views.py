@@ -75,7 +75,13 @@ def dispatch(args: argparse.Namespace) -> int:
         return int(command(console, args))
 
 
+MAX_LIMIT = 100_000
+MAX_ID = 2**63 - 1
+
+
 def cmd_locks(console: Any, args: argparse.Namespace) -> int:
+    if args.job is not None:
+        console.config.job(args.job)  # an unknown job is an error, not an empty list
     snap = console.snapshot()
     holders = [h for h in snap.holders if args.job is None or h.job == args.job]
     if args.json:
@@ -92,8 +98,8 @@ def cmd_locks(console: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_history(console: Any, args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        raise UsageError("history: --limit must be at least 1")
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"history: --limit must be at least 1 and at most {MAX_LIMIT}")
     runs = console.history(args.job, limit=args.limit)
     if args.json:
         _print_json({"runs": runs})
@@ -143,6 +149,8 @@ def cmd_release(console: Any, args: argparse.Namespace) -> int:
 
     if console.read_only:
         raise ReadOnlyError("release refused: --read-only is set")
+    if args.pid is not None and not 0 < args.pid <= MAX_ID:
+        raise UsageError("release: --pid must be a positive process or connection id")
     holders = console.find_holders(pid=args.pid, job=args.job, database=args.database)
     what = f"pid {args.pid}" if args.pid is not None else f"job {args.job}"
     if not holders:

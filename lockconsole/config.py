@@ -54,7 +54,7 @@ _DATABASE_KEYS = {"url"}
 _JOB_KEYS = {
     "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
     "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot",
-    "watchdog_interval", "stop_grace",
+    "watchdog_interval", "stop_grace", "allow_pooler",
 }  # fmt: skip
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 
@@ -359,6 +359,9 @@ class _Builder:
         once = spec.get("once_per_slot", True)
         if not isinstance(once, bool):
             raise field_error("once_per_slot", f"must be true or false, not {once!r}")
+        allow_pooler = spec.get("allow_pooler", False)
+        if not isinstance(allow_pooler, bool):
+            raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
         lease_table = spec.get("lease_table", "shedlock")
         try:
             check_identifier(lease_table)
@@ -374,7 +377,7 @@ class _Builder:
             timezone=timezone, command=command, callable=target, max_duration=max_duration,
             min_hold=min_hold, idempotency=idempotency, lease_table=lease_table,
             once_per_slot=once, watchdog_interval=numbers["watchdog_interval"],
-            stop_grace=numbers["stop_grace"],
+            stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler,
         )  # fmt: skip
 
     def field_error(self, where: tuple[str, ...]):

@@ -78,6 +78,7 @@ class Job:
     once_per_slot: bool = True
     watchdog_interval: float = 5.0
     stop_grace: float = 10.0
+    allow_pooler: bool = False  # pg-session: run even behind a transaction-mode pooler
 
 
 @dataclass(frozen=True)

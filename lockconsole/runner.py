@@ -10,12 +10,13 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .backends import Lock, open_lock
-from .errors import LockLostError
+from .errors import DatabaseError, LockLostError
 from .ledger import Ledger
 from .models import Database, Job, Run, Trigger
 from .slots import manual_slot, slot_for, utcnow
@@ -30,6 +31,7 @@ EXIT_LOCK_LOST = 4
 EXIT_DATABASE = 5
 RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
 SKIP_HELD = "lock held by another session"
+LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 
 
 def default_instance(configured: str | None = None) -> str:
@@ -157,13 +159,19 @@ class Attempt:
         assert self.lock is not None
         try:
             self._hold_min(outcome)
-            self.lock.release()
-        except Exception as exc:
-            log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
+            # record before releasing: an instance that gets the lock next must find this
+            # attempt finished, not "acquired" (which it would take for an abandoned attempt)
+            self.run = _retrying(
+                lambda: self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+            )
         finally:
-            self.lock.close()
-        self.run = self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
-        self.ledger.close()
+            try:
+                self.lock.release()
+            except Exception as exc:
+                log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
+            finally:
+                self.lock.close()
+                self.ledger.close()
         log_attempt(self.run.outcome, self.run)
         return self.run
 
@@ -203,7 +211,7 @@ def begin(
             lock.close()
             return _skipped(job, ledger, base, SKIP_HELD)
         if job.once_per_slot and trigger == "scheduled":
-            claim = ledger.slot_claim(job.name, slot)
+            claim = _slot_claim(ledger, job, slot, instance)
             if claim is not None:
                 lock.release()
                 lock.close()
@@ -221,6 +229,39 @@ def begin(
     log_attempt("acquired", run)
     attempt.start_watchdog()
     return attempt
+
+
+def _retrying(write: Callable[[], Run]) -> Run:
+    """A ledger write, retried while the database is briefly away (a restart, a failover)."""
+    deadline = time.monotonic() + LEDGER_RETRY_SECONDS
+    pause = 0.2
+    while True:
+        try:
+            return write()
+        except DatabaseError as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("recording the outcome failed, retrying: %s", exc)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str) -> Run | None:
+    """The slot's claim, once attempts still marked "acquired" are closed as abandoned.
+
+    We hold the lock now, so an earlier attempt of this slot that is still "acquired" no
+    longer does: its process was killed, or its session or lease ended, before it could
+    record an outcome. It is closed as lock_lost and the slot may run again (the job's
+    idempotency key keeps its effects single).
+    """
+    claim = ledger.slot_claim(job.name, slot)
+    for _ in range(100):
+        if claim is None or claim.outcome != "acquired":
+            break
+        note = f"abandoned: the lock was free when {instance} took it (holder died or expired)"
+        log_attempt("lock_lost", ledger.finish(claim, "lock_lost", message=note))
+        claim = ledger.slot_claim(job.name, slot)
+    return claim
 
 
 def _skipped(job: Job, ledger: Ledger, base: Run, reason: str) -> Attempt:

@@ -12,19 +12,26 @@ pg_stat_activity.query shows for the holder.
 
 from __future__ import annotations
 
+import logging
 import socket
 from types import TracebackType
 from typing import Any
 
 from .. import sqlfiles
-from ..errors import DatabaseError
+from ..errors import ConfigError, DatabaseError
 from ..keys import pg_locks_identity
 from ..models import Database, Job
 from ..urls import scrub
 from .connect import connect_pg, first_line
 
+log = logging.getLogger("lockconsole.runner")
+
 CHECK_TIMEOUT = 10  # seconds: statement_timeout of the lock session
 TCP_GIVE_UP = 15  # seconds without an answer from the server before the socket fails
+
+
+class PoolerRefused(ConfigError):
+    """pg-session behind a transaction-mode pooler, and the job did not set allow_pooler."""
 
 
 class _PgLock:
@@ -106,22 +113,76 @@ class _PgLock:
 
 
 class PgSessionLock(_PgLock):
-    """pg_try_advisory_lock held by the session for the whole job; released by unlock or close."""
+    """pg_try_advisory_lock held by the session for the whole job; released by unlock or close.
+
+    Pooler guard (FACTS 5.2-5.3), in the same round trip as the try-lock: the statement takes
+    the lock only if inet_server_port() equals the port we dialled (or is NULL: a Unix
+    socket). A mismatch means a pooler or TCP proxy sits in front; then, and only then, the
+    PgBouncer admin console is asked for the pool mode: session pooling is safe and the lock
+    is tried again; anything else raises PoolerRefused (exit 2) unless the job sets
+    allow_pooler = true, which runs with a warning in the log.
+    """
 
     strategy = "pg-session"
 
     def acquire(self) -> bool:
         """Try once without waiting; True when this session now holds the key."""
-        import psycopg
-
         if self.held:
             return True
+        allow = self.job.allow_pooler
+        got, server_port = self._try(any_port=allow)
+        if got is None:  # the guard found a proxy and did not lock
+            mode, evidence = self._pool_mode(server_port)
+            if mode != "session":
+                raise PoolerRefused(self._refusal(mode, evidence))
+            got, _ = self._try(any_port=True)
+        elif allow and server_port is not None and server_port != self._dsn_port():
+            log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
+        self.held = bool(got)
+        return self.held
+
+    def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
+        import psycopg
+
+        params = {**self._params, "any_port": any_port, "port": self._dsn_port()}
         try:
-            row = self.conn.execute(self._sql("try_advisory_lock"), self._params).fetchone()
+            row = self.conn.execute(self._sql("try_advisory_lock"), params).fetchone()
         except psycopg.Error as exc:
             raise self._error("pg_try_advisory_lock", exc) from None
-        self.held, self.session_id = bool(row[0]), int(row[1])
-        return self.held
+        self.session_id = int(row[1])
+        return row[0], row[2]
+
+    def _dsn_port(self) -> int:
+        try:
+            return int(self.conn.info.port)
+        except (TypeError, ValueError):
+            return 5432
+
+    def _mismatch(self, server_port: int | None) -> str:
+        return f"inet_server_port() {server_port} != DSN port {self._dsn_port()}"
+
+    def _pool_mode(self, server_port: int | None) -> tuple[str | None, str]:
+        """The pool mode behind a port mismatch, from PgBouncer's admin console if it answers."""
+        from ..pooler import _probe_admin
+
+        evidence = self._mismatch(server_port)
+        try:
+            kind, mode, admin = _probe_admin(self.database.url)
+        except Exception as exc:  # no admin console: an unknown proxy
+            return None, f"{evidence}; {scrub(first_line(exc), self.database.url)}"
+        what = "PgBouncer" if kind == "pgbouncer" else "a pooler or proxy"
+        return mode, f"{what}: {evidence}; {scrub(admin, self.database.url)}"
+
+    def _refusal(self, mode: str | None, evidence: str, *, allowed: bool = False) -> str:
+        where = f"{mode} pooling" if mode else "a pooler or proxy of unknown pool mode"
+        head = (
+            f"job {self.job.name!r}: pg-session behind {where} at {self.database.url.masked} "
+            f"({evidence}): a session lock can outlive its client, pass to the next client "
+            "and be unlocked on another server connection"
+        )
+        if allowed:
+            return head + "; running anyway because allow_pooler = true"
+        return head + '; use strategy = "pg-xact", or set allow_pooler = true to run anyway'
 
     def release(self) -> None:
         """pg_advisory_unlock; a false result or a dead session sets lost_on_release instead."""

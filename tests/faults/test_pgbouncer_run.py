@@ -1,0 +1,103 @@
+"""PgBouncer in transaction pooling, for real: pg-session is detected and refused (exit 2)
+unless allow_pooler = true; pg-xact gives exactly one run across racing processes; an
+orphaned session lock on a pooled server connection is shown stale (pooler reason) by the
+Console and force-released through it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from fault_helpers import job_config, runs_of, worker_env
+from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
+
+from lockconsole.config import load_config
+from lockconsole.console import Console
+
+MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
+
+
+def run_cli(config: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
+    )  # fmt: skip
+
+
+def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_path) -> None:  # noqa: F811
+    job = f"sess_{uid}"
+    config = job_config(tmp_path / "refused.toml", pgbouncer, job, "pg-session")
+    proc = run_cli(config, job, "--json", "--", "true")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == "", (proc.returncode, err)
+    (line,) = err.splitlines()
+    assert line.startswith("lockconsole: job ") and "transaction pooling" in line, line
+    assert "allow_pooler = true" in line and '"pg-xact"' in line and "Traceback" not in err
+    assert "inet_server_port() 5432 != DSN port" in line
+    assert runs_of(config, job) == [], "a refusal writes nothing"
+    key = load_config(str(config)).job(job).key.value
+    held = pg_conn.execute(
+        "select count(*) from pg_locks where locktype = 'advisory' "
+        "and objid::bigint = (%s::bigint & 4294967295)",
+        (key,),
+    ).fetchone()[0]
+    assert held == 0, "the guard refused before taking the lock"
+
+    forced = job_config(tmp_path / "forced.toml", pgbouncer, job, "pg-session",
+                        allow_pooler=True)  # fmt: skip
+    proc = run_cli(forced, job, "--json", "--", "true")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["outcome"] == "succeeded"
+    assert "running anyway because allow_pooler = true" in err
+
+
+def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:  # noqa: F811
+    job = f"xact_{uid}"
+    config = job_config(tmp_path / "xact.toml", pgbouncer, job, "pg-xact")
+    marks = tmp_path / "marks"
+    procs = [run_cli(config, job, "--instance", f"web-{i}", "--slot", "2030-01-01T02:00:00Z",
+                     "--", sys.executable, "-c", MARK, str(marks)) for i in range(4)]  # fmt: skip
+    codes = sorted(p.wait(timeout=60) for p in procs)
+    for p in procs:
+        p.communicate()
+    assert codes == [0, 3, 3, 3]
+    assert marks.read_text().count("ran") == 1
+    assert sorted(r.outcome for r in runs_of(config, job)) == ["skipped"] * 3 + ["succeeded"]
+
+
+def test_orphaned_session_lock_is_stale_and_released_by_the_console(
+    pgbouncer,  # noqa: F811
+    uid,
+    tmp_path,
+) -> None:
+    job = f"orphan_{uid}"
+    key = int(uid, 16) & 0x7FFF_FFFF
+    config = load_config(str(job_config(tmp_path / "c.toml", pgbouncer, job, "pg-session",
+                                        key=key, allow_pooler=True)))  # fmt: skip
+    client = psycopg.connect(pgbouncer, autocommit=True, prepare_threshold=None)
+    got, server_pid = client.execute("select pg_try_advisory_lock(%s), pg_backend_pid()",
+                                     (key,)).fetchone()  # fmt: skip
+    client.close()  # the client is gone; the lock stays on the pooled server connection
+    assert got
+    with Console(config) as console:
+        snap = console.snapshot()
+        (holder,) = [h for h in snap.holders if h.job == job]
+        assert holder.pid == server_pid and "PgBouncer server connection" in (holder.stale or "")
+        result = console.release(holder)
+        assert result.status == "released", result.message
+        assert [h for h in console.snapshot().holders if h.job == job] == []
+    print(f"stale reason: {holder.stale}")
+
+
+@pytest.mark.parametrize("allow", [False])
+def test_pooler_alert_without_allow_pooler(pgbouncer, uid, tmp_path, allow) -> None:  # noqa: F811
+    job = f"warn_{uid}"
+    config = load_config(str(job_config(tmp_path / "w.toml", pgbouncer, job, "pg-session")))
+    with Console(config, read_only=True) as console:
+        alerts = [a for a in console.snapshot().alerts if a.kind == "pooler"]
+    assert len(alerts) == 1 and job in alerts[0].message
