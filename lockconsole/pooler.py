@@ -151,9 +151,10 @@ def pooler_warnings(jobs: Sequence[Job], database: Database, info: PoolerInfo) -
             where = f"{what} in {info.pool_mode} pooling"
         else:
             where = f"{what} of unknown pool mode"
+        allowed = " (runs anyway: allow_pooler = true)" if job.allow_pooler else ""
         out.append(
-            f"job {job.name!r} uses pg-session behind {where} at {database.url.masked}: a "
-            "session lock can outlive its client, pass to the next client and be unlocked on "
+            f"job {job.name!r} uses pg-session behind {where} at {database.url.masked}{allowed}: "
+            "a session lock can outlive its client, pass to the next client and be unlocked on "
             'another server connection; use strategy = "pg-xact" (or connect directly)'
         )
     return out
