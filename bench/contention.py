@@ -1,0 +1,150 @@
+"""Contention: 64 OS processes race for one job's slot; exactly one may get it.
+
+Each process is forked with lockconsole already imported, waits for a common start time and
+then calls `runner.begin` (connect, try the lock, record the attempt in the ledger): its
+decision time runs from the start time to begin's return. The winner holds the lock until
+every process has decided. The figure is the slowest decision of the 64 against the decision
+of a lone process; the raw side does the same race with psycopg (connect + try-lock), so the
+note can say how much of the spread is the machine (64 processes on the cores there are).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .common import Row, config, main, median, pg_url, progress, raw_pg, uid
+
+PROCESSES = int(os.environ.get("LOCKCONSOLE_BENCH_RACERS", 64))
+ROUNDS = 3  # races per side
+LONE_ROUNDS = 5  # lone decisions per side
+TARGET = 2.0
+START_MARGIN = 0.3  # seconds between "everyone is ready" and the start
+
+
+def _lockconsole_racer(cfg: Any, job_name: str, slot: datetime, index: int, ready: Any,
+                       start: Any, go: Any, done: Any, out: Any) -> None:  # fmt: skip
+    from lockconsole.runner import begin
+
+    job = cfg.job(job_name)
+    ready.put(index)
+    start.wait()
+    time.sleep(max(0.0, go.value - time.time()))
+    try:
+        attempt = begin(job, cfg.database_for(job), cfg.ledger_for(job), instance=f"racer-{index}",
+                        slot=slot)  # fmt: skip
+    except Exception as exc:  # report, never hang the parent
+        out.put((index, False, time.time() - go.value, str(exc)))
+        return
+    out.put((index, attempt.acquired, time.time() - go.value, attempt.run.message))
+    if attempt.acquired:
+        done.wait(60)
+        attempt.finish("succeeded", exit_code=0)
+
+
+def _raw_racer(key: int, index: int, ready: Any, start: Any, go: Any, done: Any,
+               out: Any) -> None:  # fmt: skip
+    import psycopg
+
+    ready.put(index)
+    start.wait()
+    time.sleep(max(0.0, go.value - time.time()))
+    try:
+        conn = psycopg.connect(pg_url(), autocommit=True)
+        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+    except psycopg.Error as exc:
+        out.put((index, False, time.time() - go.value, str(exc)))
+        return
+    out.put((index, got, time.time() - go.value, None))
+    if got:
+        done.wait(60)
+    conn.close()
+
+
+def race(target: Any, args: tuple[Any, ...], processes: int) -> tuple[int, list[float], list[str]]:
+    """(how many acquired, every decision time, errors) of one race of `processes` processes."""
+    ctx = mp.get_context("fork")
+    ready, out = ctx.Queue(), ctx.Queue()
+    start, done = ctx.Event(), ctx.Event()
+    go = ctx.Value("d", 0.0)
+    procs = [
+        ctx.Process(target=target, args=(*args, i, ready, start, go, done, out), daemon=True)
+        for i in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    go.value = time.time() + START_MARGIN
+    start.set()
+    results = [out.get(timeout=120) for _ in procs]
+    done.set()
+    for p in procs:
+        p.join(60)
+    acquired = sum(1 for r in results if r[1])
+    errors = [r[3] for r in results if r[3] and not r[3].startswith(("lock held", "slot already"))]
+    return acquired, [r[2] for r in results], errors
+
+
+def run() -> list[Row]:
+    import lockconsole.runner  # noqa: F401 - imported before the fork, as a warm process has it
+
+    u = uid()
+    job = f"bench_race_{u}"
+    cfg = config(f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+                 'schedule = "*/5 * * * *"\n')  # fmt: skip
+    key = int(cfg.job(job).key.value) ^ 1  # the raw race's own key
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    slots = iter(base + timedelta(minutes=5 * i) for i in range(1000))
+
+    def lc(n: int) -> tuple[int, list[float], list[str]]:
+        return race(_lockconsole_racer, (cfg, job, next(slots)), n)
+
+    def raw(n: int) -> tuple[int, list[float], list[str]]:
+        return race(_raw_racer, (key,), n)
+
+    lc(1), raw(1)  # warm up: the ledger table, the server's caches
+    progress(f"contention: {LONE_ROUNDS} lone decisions per side")
+    lone = {"lc": [], "raw": []}  # type: dict[str, list[float]]
+    for _ in range(LONE_ROUNDS):
+        lone["lc"] += lc(1)[1]
+        lone["raw"] += raw(1)[1]
+    progress(f"contention: {ROUNDS} races of {PROCESSES} processes per side")
+    slowest = {"lc": [], "raw": []}  # type: dict[str, list[float]]
+    winners = {"lc": [], "raw": []}  # type: dict[str, list[int]]
+    problems: list[str] = []
+    for i in range(ROUNDS):
+        for side, fn in (("lc", lc), ("raw", raw)) if i % 2 == 0 else (("raw", raw), ("lc", lc)):
+            acquired, times, errors = fn(PROCESSES)
+            winners[side].append(acquired)
+            slowest[side].append(max(times))
+            problems += errors
+    with raw_pg() as conn:
+        conn.execute("DELETE FROM lockconsole_runs WHERE job = %s", (job,))
+
+    lc_lone, raw_lone = median(lone["lc"]), median(lone["raw"])
+    lc_slow, raw_slow = median(slowest["lc"]), median(slowest["raw"])
+    exactly_one = all(w == 1 for w in winners["lc"] + winners["raw"])
+    print(f"contention: acquired per race: lockconsole {winners['lc']}, raw {winners['raw']} "
+          f"({'exactly one each' if exactly_one else 'NOT exactly one'})")  # fmt: skip
+    note = (
+        f"acquired per race {winners['lc']} (exactly one: {'yes' if exactly_one else 'NO'}); "
+        f"raw psycopg race: slowest {raw_slow * 1e3:.0f} ms vs lone {raw_lone * 1e3:.1f} ms "
+        f"= {raw_slow / raw_lone:.1f}x; lockconsole's slowest vs raw's slowest "
+        f"{lc_slow / raw_slow:.2f}x"
+    )
+    if problems:
+        note += f"; errors: {problems[:3]}"
+    return [
+        Row(f"contention: slowest of {PROCESSES} vs lone decision", lc_slow, lc_lone, "s", TARGET,
+            note=note, status=None if exactly_one and not problems else "ERROR"),
+        Row(f"contention: raw slowest of {PROCESSES} vs raw lone", raw_slow, raw_lone, "s",
+            status="info"),
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(run)
