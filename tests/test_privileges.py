@@ -1,4 +1,4 @@
-"""Least privilege (docs/least-privilege.md), tested with accounts the tests create and drop:
+"""Least privilege (README, "Least privilege"), tested with accounts the tests create and drop:
 a viewer sees holders with details and cannot release; a releaser can release; a plain
 account sees the holder with hidden details and a note saying which privilege would help."""
 
