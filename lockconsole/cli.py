@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refuse every mutation (release, trigger)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
+    sub.add_parser("tui", help="open the console (the default when no command is given)")
     p = sub.add_parser("config", help="check the configuration and show what it resolves to")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from . import cli_run
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_views
 
     cli_views.add_parsers(sub)
+    from .demo import cli as demo_cli
+
+    demo_cli.add_parser(sub)
     return parser
 
 
@@ -69,7 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_views
 
             return cli_views.dispatch(args)
-        raise UsageError("choose a command (see lockconsole --help)")
+        if args.command == "demo":
+            from .demo import cli as demo_cli
+
+            return demo_cli.run(args)
+        return cmd_tui(args)
     except ConfigError as exc:
         _report(exc)
         return EXIT_USAGE
@@ -78,6 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    """`lockconsole` / `lockconsole tui`: the console, on a terminal only."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("the console needs a terminal; in scripts choose a command "
+                         "(see lockconsole --help)")  # fmt: skip
+    from .tui.app import run_console
+
+    return run_console(args.config, read_only=args.read_only)
 
 
 def _report(exc: BaseException) -> None:

@@ -1,0 +1,206 @@
+"""`lockconsole demo`: the headless demo on its own embedded PostgreSQL, end to end.
+
+The demo runs in a subprocess with a temporary XDG_STATE_HOME (never a user's demo data);
+while it runs, the test reads the scenario through the written config (Console, Ledger,
+duplicates.summary); afterwards no postgres or fleet process of the demo may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lockconsole.demo.instance import AlignedClock
+from lockconsole.demo.scenario import night_schedule
+
+from conftest import PYTHON, ROOT
+
+NIGHT = 4
+RUN_FOR = 14
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env.pop("LOCKCONSOLE_CONFIG", None)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def _lines(stream: object, into: queue.Queue[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        into.put(line)
+
+
+def _wait_for(lines: queue.Queue[str], prefix: str, seen: list[str], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting {prefix!r} within {timeout}s:\n{''.join(seen)}")
+
+
+def _left_behind(state: Path, pids: list[int]) -> list[str]:
+    """Processes of the demo still running: known pids, or anything naming the state dir."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            cmdline = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if proc.info["pid"] in pids or str(state) in cmdline:
+            found.append(f"{proc.info['pid']} {cmdline[:120]}")
+    return found
+
+
+@pytest.mark.slow
+def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    from lockconsole import duplicates
+    from lockconsole.config import load_config
+    from lockconsole.console import Console
+    from lockconsole.ledger import Ledger
+
+    state = tmp_path / "state"
+    argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--json",
+            "--night-seconds", str(NIGHT), "--for", str(RUN_FOR)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    reader = threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True)
+    reader.start()
+    pids: list[int] = []
+    try:
+        config_line = _wait_for(lines, "config: ", seen, 60)
+        fleet_line = _wait_for(lines, "fleet started: ", seen, 30)
+        words = fleet_line.split()
+        pids = [int(w.rstrip(",;")) for p, w in zip(words, words[1:]) if p == "pid"]  # noqa: B905
+        pgdata = state / "lockconsole" / "demo-pgdata"
+        pids.append(int((pgdata / "postmaster.pid").read_text().split()[0]))
+        config = load_config(config_line.split(": ", 1)[1].strip())
+        job = config.job("nightly_billing")
+
+        # the stale holder: listed as stale once its failed run has settled
+        stale = []
+        deadline = time.monotonic() + 10
+        with Console(config, read_only=True) as console:
+            while not stale and time.monotonic() < deadline:
+                snap = console.snapshot()
+                stale = [h for h in snap.holders if h.stale and h.job == "invoice_reminders"]
+                time.sleep(0.5)
+        assert stale, f"no stale invoice_reminders holder in {snap.holders}"
+        assert stale[0].instance == "web-2"
+
+        # the incident night's duplicates are still in invoices
+        found = duplicates.summary(config.databases["billing"], job.idempotency)
+        assert (found.groups, found.surplus_rows, found.has_unique_key) == (120, 240, False)
+
+        # the incident slot: three instances, each acquired and succeeded
+        with Ledger(config.ledger_for(job)) as ledger:
+            runs = ledger.runs("nightly_billing", limit=100)
+        incident = min(r.slot for r in runs)
+        at_incident = [r for r in runs if r.slot == incident]
+        assert sorted(r.instance for r in at_incident) == ["web-1", "web-2", "web-3"]
+        assert {r.outcome for r in at_incident} == {"succeeded"}
+
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        code = proc.wait(timeout=90)
+        reader.join(5)
+        while not lines.empty():
+            seen.append(lines.get_nowait())
+        assert code == 0, "".join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()  # the demo's own cleanup stops its fleet and server
+            proc.wait(30)
+
+    summary = json.loads(out)
+    nights = summary["nights"]
+    assert nights[0]["slot"] == summary["incident_slot"] == incident.isoformat()
+    assert nights[0]["acquired"] == 3 and nights[0]["status"] == "double_run"
+    for night in nights[1:]:  # every night after the fix: exactly one got the lock
+        assert night["acquired"] == 1, night
+    live = [n for n in nights if n["live"]]
+    assert len(live) >= 2, nights
+    for night in live[:-1]:  # finished nights: the other two instances skipped
+        assert night["skipped"] == 2 and night["status"] == "ok", night
+    counts = summary["instances"]
+    assert sum(c["acquired"] for c in counts.values()) == len(live)
+    kinds = {a["kind"] for a in summary["alerts"]}
+    assert {"double_run", "stale_holder", "duplicates"} <= kinds
+    assert summary["duplicates"]["groups"] == 120
+
+    deadline = time.monotonic() + 10
+    while (left := _left_behind(state, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"left running after the demo: {left}"
+    assert not (state / "lockconsole" / "demo-pgdata" / "postmaster.pid").exists()
+
+
+def test_night_schedule_fires_evenly() -> None:
+    from croniter import croniter
+
+    start = datetime(2026, 11, 29, 2, 0, 1, tzinfo=UTC)
+    cron = croniter(night_schedule(20), start)
+    fires = [cron.get_next(datetime) for _ in range(4)]
+    assert [f.second for f in fires] == [20, 40, 0, 20]
+    with pytest.raises(Exception, match="divide a minute"):
+        night_schedule(25)
+
+
+def test_aligned_clock_starts_the_schedule_at_the_first_slot() -> None:
+    past = datetime.now(UTC) - timedelta(seconds=3)
+    clock = AlignedClock(past)
+    assert clock() == past - timedelta(microseconds=1)  # a late start still fires that slot
+    assert clock() > past
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--night-seconds", "7"], "divide a minute"),
+        (["--for", "5"], "with --headless"),
+        (["--json"], "--json goes with --headless"),
+    ],
+)
+def test_demo_usage_errors_start_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    result = subprocess.run([PYTHON, "-m", "lockconsole", "demo", *args], env=_env(tmp_path),
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "lockconsole" / "demo-pgdata").exists()
+
+
+def test_demo_config_keeps_a_mysql_password_off_the_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockconsole.config import load_config
+    from lockconsole.demo.scenario import MYSQL_URL_ENV, config_text
+
+    monkeypatch.setenv(MYSQL_URL_ENV, "restored after the test")
+    url = "mysql://app:s3cret@db.internal:3306/shop"
+    text = config_text("postgresql://postgres@/billing?host=/tmp", 20, url)
+    assert "s3cret" not in text and os.environ[MYSQL_URL_ENV] == url
+    path = tmp_path / "demo.toml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(str(path))
+    assert config.databases["shop"].url.password == "s3cret"
+    assert config.job("usage_rollup").strategy == "mysql"
+    assert config.job("nightly_billing").schedule == "* * * * * */20"
