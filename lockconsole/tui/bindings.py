@@ -53,7 +53,12 @@ DASHBOARD = frozenset(a.action.split("(")[0] for a in ACTIONS if a.id != "quit")
 
 def app_bindings() -> list[Binding]:
     keys = [Binding(a.key, a.action, a.label, show=a.show, id=a.id) for a in ACTIONS]
-    return [*keys, Binding("escape", "close_filter", "Clear filter", show=False, id="close_filter")]
+    return [
+        *keys,
+        Binding("escape", "close_filter", "Clear filter", show=False, id="close_filter"),
+        # Ctrl-C quits too (Textual only hints at ctrl+q): the demo stops its fleet on exit
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt"),
+    ]
 
 
 VIEW_KEYS: tuple[tuple[str, str], ...] = (

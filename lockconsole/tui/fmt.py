@@ -35,12 +35,16 @@ def duration(start: datetime, end: datetime | None) -> str:
 
 
 def when(value: datetime | None, now: datetime) -> str:
-    """A UTC time, with the date only when it is not today's: '02:15', '11-27 02:00'."""
+    """A UTC time, with the date only when it is not today's: '02:15', '11-27 02:00'.
+
+    Seconds show when the time has them (slots of second-level schedules, as in the demo).
+    """
     if value is None:
         return "-"
+    clock = "%H:%M:%S" if value.second else "%H:%M"
     if value.date() == now.date():
-        return value.strftime("%H:%M")
-    return value.strftime("%m-%d %H:%M")
+        return value.strftime(clock)
+    return value.strftime(f"%m-%d {clock}")
 
 
 def seconds(value: float) -> str:
