@@ -37,6 +37,7 @@ soak: $(STAMP)
 
 screenshots: $(STAMP)
 	$(BIN)/python -m lockconsole.tui.screenshots screenshots
+	$(BIN)/lockconsole demo --screenshot screenshots/demo.svg --for 30
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

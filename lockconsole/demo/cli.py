@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--for", dest="duration", type=float, metavar="SECONDS",
                    help="with --headless: how long the fleet runs (default 3 nights)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="with --headless: print one JSON object")
+    p.add_argument("--screenshot", metavar="SVG",
+                   help="no console: after --for seconds (default 1.5 nights) the console saves "
+                   "its dashboard to this SVG file, then the demo stops")  # fmt: skip
 
 
 @contextmanager
@@ -73,8 +76,12 @@ def run(args: argparse.Namespace) -> int:
     from .scenario import night_schedule
 
     night_schedule(args.night_seconds)  # refuse a bad value before starting anything
-    if args.duration is not None and (not args.headless or args.duration <= 0):
-        raise UsageError("demo: --for takes a positive number of seconds, with --headless")
+    if args.duration is not None and (not (args.headless or args.screenshot) or args.duration <= 0):
+        raise UsageError(
+            "demo: --for takes a positive number of seconds, with --headless or --screenshot"
+        )
+    if args.screenshot and args.headless:
+        raise UsageError("demo: --screenshot and --headless exclude each other")
     if args.json and not args.headless:
         raise UsageError("demo: --json goes with --headless")
     say: Callable[[str], None] = _to_stderr if args.json else print
@@ -94,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
 
                 duration = args.duration or 3 * args.night_seconds
                 return headless.run(scenario, fleet, duration, as_json=args.json, progress=say)
+            if args.screenshot:
+                wait = args.duration or 1.5 * args.night_seconds
+                return _screenshot(scenario, args.screenshot, wait, say)
             return _console(scenario, say)
     except KeyboardInterrupt:
         say("lockconsole demo: interrupted")
@@ -157,6 +167,36 @@ def _console(scenario: Any, say: Callable[[str], None]) -> int:
         return 1
     say("opening the console: q quits, and stops the fleet and the server")
     return int(run_console(config_path=str(scenario.config_path)))
+
+
+def _screenshot(scenario: Any, target: str, wait: float, say: Callable[[str], None]) -> int:
+    """Let the fleet run `wait` seconds, then have the console save its dashboard as an SVG."""
+    import asyncio
+    from pathlib import Path
+
+    from ..config import load_config
+    from ..console import Console
+    from ..tui.app import LockConsoleApp
+
+    say(f"letting the fleet run {wait:g} s before the screenshot ...")
+    time.sleep(wait)
+    path = Path(target).resolve()
+
+    async def shoot() -> str:
+        console = Console(load_config(str(scenario.config_path)))
+        try:
+            app = LockConsoleApp(console)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await app.workers.wait_for_complete()
+                await pilot.pause(0.5)
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+                return app.save_screenshot(path.name, str(path.parent))
+        finally:
+            console.close()
+
+    say(f"console saved {asyncio.run(shoot())}")
+    return 0
 
 
 def _to_stderr(text: str) -> None:
