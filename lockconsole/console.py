@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -24,6 +24,7 @@ from .slots import next_fire, utcnow
 from .urls import scrub
 
 log = logging.getLogger("lockconsole.console")
+LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads
 
 
 class ReadOnlyError(UsageError):
@@ -42,6 +43,7 @@ class Console:
         self.instance = instance
         self._inspectors: dict[tuple[str, str | None], Inspector] = {}
         self._pooler: dict[str, Any] = {}
+        self._ledgers: dict[str, Any] = {}  # one kept Ledger per ledger database
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
@@ -69,12 +71,16 @@ class Console:
         holders: list[Holder] = []
         sources: dict[str, str] = {}
         notes: list[tuple[str, str]] = []
+        orphaned: set[int] | None = None  # pids of pooled server connections nobody holds
         for (db_name, table), future in holder_futures.items():
             try:
-                listed: HolderList = future.result()
+                listed: HolderList
+                listed, orphans = future.result()
             except Exception as exc:
                 errors[db_name] = self._error_text(db_name, exc)
                 continue
+            if orphans is not None:
+                orphaned = (orphaned or set()) | orphans
             holders.extend(listed.holders)
             label = f"{db_name}:{table}" if table else db_name
             sources[label] = listed.source
@@ -92,16 +98,23 @@ class Console:
             except Exception as exc:
                 log.warning("duplicates of %s: %s", job_name, exc)
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
-        orphaned = self._orphaned_pids()
         holders_t = mark_stale(holders, jobs, runs, now=now,
                                idle_threshold=self.settings.idle_threshold,
                                orphaned_pids=orphaned)  # fmt: skip
         reports = slot_reports(jobs, runs, now=now, lookback=self.settings.lookback,
                                grace=self.settings.grace)  # fmt: skip
         alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs)) + self._pooler_alerts()
+        holding: dict[str | None, Holder] = {}  # each job's first granted holder
+        for h in holders_t:
+            if h.granted and h.job not in holding:
+                holding[h.job] = h
+        last_run = {r.job: r for r in reversed(runs)}  # each job's newest run
         snapshot = Snapshot(
             taken_at=now,
-            jobs=tuple(self._job_status(j, holders_t, runs, now) for j in jobs),
+            jobs=tuple(
+                JobStatus(j, next_fire(j, now), holding.get(j.name), last_run.get(j.name))
+                for j in jobs
+            ),
             holders=tuple(holders_t),
             runs=tuple(runs),
             slots=tuple(reports),
@@ -115,16 +128,13 @@ class Console:
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         """Recent attempts, newest first, from every ledger (or the one of `job`)."""
-        from .ledger import Ledger
-
         if job is not None:
             self.config.job(job)
         names = {self.config.ledger_for(j).name for j in self.config.jobs.values()
                  if job is None or j.name == job}  # fmt: skip
         runs: list[Run] = []
         for name in sorted(names):
-            with Ledger(self.config.databases[name]) as ledger:
-                runs.extend(ledger.runs(job, limit=limit))
+            runs.extend(self._read_runs(name, job, limit=limit))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         return runs[:limit]
 
@@ -218,11 +228,12 @@ class Console:
 
     def close(self) -> None:
         with self._lock:
-            inspectors = list(self._inspectors.values())
+            kept = [*self._inspectors.values(), *self._ledgers.values()]
             self._inspectors.clear()
-        for inspector in inspectors:
+            self._ledgers.clear()
+        for inspector_or_ledger in kept:
             try:
-                inspector.close()
+                inspector_or_ledger.close()
             except Exception:
                 pass
         for engine in self._engines.values():
@@ -263,11 +274,12 @@ class Console:
             self._inspectors[(db_name, table)] = inspector
         return inspector
 
-    def _holders(self, db_name: str, table: str | None) -> HolderList:
+    def _holders(self, db_name: str, table: str | None) -> tuple[HolderList, set[int] | None]:
+        """Holders, and (in the same worker thread) the database's orphaned pooled pids."""
         inspector = self._inspector(db_name, table)
         jobs = [j for j in self.config.jobs.values() if j.database == db_name]
         try:
-            return inspector.holders(jobs)
+            listed = inspector.holders(jobs)
         except Exception:
             with self._lock:  # drop it: the next snapshot reconnects
                 self._inspectors.pop((db_name, table), None)
@@ -276,12 +288,36 @@ class Console:
             except Exception:
                 pass
             raise
+        return listed, (None if table else self._orphans_of(self.config.databases[db_name]))
 
-    def _runs(self, ledger_name: str, now: datetime) -> list[Run]:
+    def _ledger(self, name: str) -> Any:
+        """The kept Ledger of ledger database `name` (its engine and connection stay open)."""
         from .ledger import Ledger
 
-        with Ledger(self.config.databases[ledger_name]) as ledger:
-            return ledger.runs(since=now - self.settings.lookback,
+        with self._lock:
+            ledger = self._ledgers.get(name)
+            if ledger is None:
+                ledger = self._ledgers[name] = Ledger(
+                    self.config.databases[name], application_name=LEDGER_APPLICATION_NAME
+                )
+            return ledger
+
+    def _read_runs(self, name: str, job: str | None = None, **kwargs: Any) -> list[Run]:
+        ledger = self._ledger(name)
+        try:
+            return ledger.runs(job, **kwargs)
+        except Exception:
+            with self._lock:  # drop it: the next read reconnects
+                if self._ledgers.get(name) is ledger:
+                    del self._ledgers[name]
+            try:
+                ledger.close()
+            except Exception:
+                pass
+            raise
+
+    def _runs(self, ledger_name: str, now: datetime) -> list[Run]:
+        return self._read_runs(ledger_name, since=now - self.settings.lookback,
                                limit=self.settings.history_limit)  # fmt: skip
 
     def _duplicate_count(self, job: Job) -> Any:
@@ -290,20 +326,18 @@ class Console:
         assert job.idempotency is not None
         return duplicates.summary(self._engine(job.name), job.idempotency)
 
-    def _orphaned_pids(self) -> set[int] | None:
+    def _orphans_of(self, db: Database) -> set[int] | None:
+        """Pids of `db`'s pooled server connections with no client; None if none or unknown."""
+        info = self._pooler_info(db)
+        if info is None or not info.detected:
+            return None
         from .pooler import orphaned_server_pids
 
-        found: set[int] = set()
-        any_known = False
-        for db in self.config.databases.values():
-            info = self._pooler_info(db)
-            if info is None or not info.detected:
-                continue
-            pids = orphaned_server_pids(db.url)
-            if pids is not None:
-                any_known = True
-                found |= pids
-        return found if any_known else None
+        try:
+            return orphaned_server_pids(db.url)
+        except Exception as exc:
+            log.debug("orphaned server pids of %s: %s", db.name, exc)
+            return None
 
     def _pooler_info(self, db: Database) -> Any:
         if db.url.dialect != "postgresql":
@@ -323,19 +357,13 @@ class Console:
 
         out = []
         for db in self.config.databases.values():
-            info = self._pooler_info(db)
+            info = self._pooler.get(db.name)  # detected by the database's holders() worker
             if info is None:
                 continue
             jobs = [j for j in self.config.jobs.values() if j.database == db.name]
             for warning in pooler_warnings(jobs, db, info):
                 out.append(Alert("pooler", None, warning, database=db.name))
         return out
-
-    def _job_status(self, job: Job, holders: Iterable[Holder], runs: Iterable[Run],
-                    now: datetime) -> JobStatus:  # fmt: skip
-        holder = next((h for h in holders if h.job == job.name and h.granted), None)
-        last = next((r for r in runs if r.job == job.name), None)
-        return JobStatus(job, next_fire(job, now), holder, last)
 
     def _describe_holder(self, job: Job) -> str | None:
         try:
