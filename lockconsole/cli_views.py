@@ -82,7 +82,7 @@ MAX_ID = 2**63 - 1
 def cmd_locks(console: Any, args: argparse.Namespace) -> int:
     if args.job is not None:
         console.config.job(args.job)  # an unknown job is an error, not an empty list
-    snap = console.snapshot()
+    snap = console.snapshot(duplicates=False)
     holders = [h for h in snap.holders if args.job is None or h.job == args.job]
     if args.json:
         _print_json({

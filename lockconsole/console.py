@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -45,14 +46,22 @@ class Console:
         self._pooler: dict[str, Any] = {}
         self._ledgers: dict[str, Any] = {}  # one kept Ledger per ledger database
         self._engines: dict[str, Any] = {}
+        self._dup_cache: dict[str, Any] = {}  # job -> the latest DuplicateSummary
+        self._dup_pending: dict[str, Any] = {}  # job -> the scan under way (a Future)
+        self._dup_checked: dict[str, float] = {}  # job -> monotonic time of the last scan
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
 
-    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
-        """Everything at one moment: jobs, holders (stale marked), runs, slots, alerts, errors."""
+    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
+        """Everything at one moment: jobs, holders (stale marked), runs, slots, alerts, errors.
+
+        Idempotency tables are scanned for duplicates in the background at most every
+        `[console] duplicates_every` (a scan of a large table takes seconds) and the last
+        counts are used meanwhile; duplicates=True scans now and waits, False skips them.
+        """
         from .reports import alerts, slot_reports
         from .stale import mark_stale
 
@@ -62,11 +71,6 @@ class Console:
         ledgers = sorted({self.config.ledger_for(j).name for j in jobs})
         holder_futures = {t: self._pool.submit(self._holders, *t) for t in targets}
         run_futures = {name: self._pool.submit(self._runs, name, now) for name in ledgers}
-        dup_futures = (
-            {j.name: self._pool.submit(self._duplicate_count, j) for j in jobs if j.idempotency}
-            if duplicates
-            else {}
-        )
         errors: dict[str, str] = {}
         holders: list[Holder] = []
         sources: dict[str, str] = {}
@@ -91,12 +95,9 @@ class Console:
                 runs.extend(future.result())
             except Exception as exc:
                 errors.setdefault(name, self._error_text(name, exc))
-        dup_counts: dict[str, Any] = {}
-        for job_name, future in dup_futures.items():
-            try:
-                dup_counts[job_name] = future.result()
-            except Exception as exc:
-                log.warning("duplicates of %s: %s", job_name, exc)
+        dup_counts = (
+            {} if duplicates is False else self._duplicate_counts(jobs, force=bool(duplicates))
+        )
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         holders_t = mark_stale(holders, jobs, runs, now=now,
                                idle_threshold=self.settings.idle_threshold,
@@ -193,7 +194,7 @@ class Console:
             self.config.job(job)
         if database is not None and database not in self.config.databases:
             raise ConfigError(f"no database named {database!r}")
-        snap = self.snapshot()
+        snap = self.snapshot(duplicates=False)
         return [
             h for h in snap.holders
             if h.granted
@@ -320,6 +321,33 @@ class Console:
         return self._read_runs(ledger_name, since=now - self.settings.lookback,
                                limit=self.settings.history_limit)  # fmt: skip
 
+    def _duplicate_counts(self, jobs: list[Job], *, force: bool) -> dict[str, Any]:
+        """Duplicate summaries per job: fresh when forced, else the latest background scan."""
+        wanted = [j for j in jobs if j.idempotency]
+        if force:
+            futures = {j.name: self._pool.submit(self._duplicate_count, j) for j in wanted}
+            for name, future in futures.items():
+                try:
+                    self._dup_cache[name] = future.result()
+                except Exception as exc:
+                    log.warning("duplicates of %s: %s", name, exc)
+            return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
+        clock = time.monotonic()
+        every = self.settings.duplicates_every.total_seconds()
+        for job in wanted:
+            pending = self._dup_pending.get(job.name)
+            if pending is not None and pending.done():
+                del self._dup_pending[job.name]
+                try:
+                    self._dup_cache[job.name] = pending.result()
+                except Exception as exc:
+                    log.warning("duplicates of %s: %s", job.name, exc)
+            due = clock - self._dup_checked.get(job.name, float("-inf")) >= every
+            if job.name not in self._dup_pending and due:
+                self._dup_checked[job.name] = clock
+                self._dup_pending[job.name] = self._pool.submit(self._duplicate_count, job)
+        return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
+
     def _duplicate_count(self, job: Job) -> Any:
         from . import duplicates
 
@@ -367,7 +395,7 @@ class Console:
 
     def _describe_holder(self, job: Job) -> str | None:
         try:
-            snap = self.snapshot()
+            snap = self.snapshot(duplicates=False)
         except Exception:
             return None
         holder = next((h for h in snap.holders if h.job == job.name and h.granted), None)

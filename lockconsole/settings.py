@@ -17,9 +17,17 @@ class ConsoleSettings:
     lookback: timedelta = timedelta(days=3)  # how far back slot reports and history look
     history_limit: int = 500  # runs read per ledger per snapshot
     statement_timeout: timedelta = timedelta(seconds=5)  # per query, so the console never hangs
+    duplicates_every: timedelta = timedelta(minutes=1)  # how often idempotency tables are scanned
 
 
-_DURATIONS = ("refresh", "idle_threshold", "grace", "lookback", "statement_timeout")
+_DURATIONS = (
+    "refresh",
+    "idle_threshold",
+    "grace",
+    "lookback",
+    "statement_timeout",
+    "duplicates_every",
+)
 
 
 def parse_console(raw: Mapping[str, object],
