@@ -13,6 +13,10 @@
 
 A skip never raises. If the lock is lost while the body runs, `run.lost` is set and
 `on_lock_lost` is called; the attempt is recorded as lock_lost.
+
+Repeated attempts in one process reuse their lock and ledger connections
+(`lockconsole.sessions`): a connection is kept between attempts only after a clean release,
+never while it holds a lock. `reuse_connections=False` opens and closes both per attempt.
 """
 
 from __future__ import annotations
@@ -35,13 +39,15 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                  trigger: Trigger = "scheduled",
                  on_lock_lost: Callable[[Any], None] | None = None,
                  watchdog_interval: float | None = None,
-                 max_duration: timedelta | None = None) -> None:  # fmt: skip
+                 max_duration: timedelta | None = None,
+                 reuse_connections: bool = True) -> None:  # fmt: skip
         self.job_name = job
         self._config_arg, self._url = config, url
         self._overrides = {"strategy": strategy, "key": key}
         self.instance, self.slot, self.trigger = instance, slot, trigger
         self.on_lock_lost = on_lock_lost
         self.watchdog_interval, self.max_duration = watchdog_interval, max_duration
+        self.reuse_connections = reuse_connections
         self.attempt: Any = None
 
     def _resolve(self) -> tuple[Config, Job, Database, Database]:
@@ -65,11 +71,13 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
 
     def __enter__(self) -> Any:
         from .runner import begin, default_instance
+        from .sessions import REGISTRY
 
         config, job, database, ledger_db = self._resolve()
         instance = self.instance or default_instance(config.instance)
+        sessions = REGISTRY if self.reuse_connections else None
         self.attempt = begin(job, database, ledger_db, instance=instance, slot=self.slot,
-                             trigger=self.trigger)  # fmt: skip
+                             trigger=self.trigger, sessions=sessions)  # fmt: skip
         if self.on_lock_lost is not None:
             self.attempt.on_lock_lost.append(self.on_lock_lost)
         return self.attempt
@@ -92,7 +100,8 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                           instance=self.instance, slot=self.slot, trigger=self.trigger,
                           on_lock_lost=self.on_lock_lost,
                           watchdog_interval=self.watchdog_interval,
-                          max_duration=self.max_duration) as attempt:  # fmt: skip
+                          max_duration=self.max_duration,
+                          reuse_connections=self.reuse_connections) as attempt:  # fmt: skip
                 if not attempt.acquired:
                     return None
                 return fn(*args, **kwargs)

@@ -30,16 +30,15 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 from . import sqlfiles
 from .backends.connect import connect, first_line
 from .errors import DatabaseError
+from .ledger_schema import TABLE, schema  # noqa: F401  (TABLE is public here)
 from .models import Database, Run
 from .urls import scrub
 
-TABLE = "lockconsole_runs"
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
 OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
@@ -100,88 +99,21 @@ def _row_to_run(row: Any) -> Run:
     return Run(**values)
 
 
-# -- schema (SQLAlchemy, imported only here) ------------------------------------------------
-
-
-@cache
-def schema() -> tuple[Any, Any]:
-    """(metadata, table) of the run ledger, built on first call (this imports SQLAlchemy)."""
-    from sqlalchemy import (
-        BigInteger,
-        Column,
-        DateTime,
-        Index,
-        Integer,
-        MetaData,
-        String,
-        Table,
-        Text,
-        TypeDecorator,
-    )
-    from sqlalchemy.dialects import mysql, postgresql
-
-    class UTCDateTime(TypeDecorator):  # type: ignore[type-arg]
-        """timestamptz / naive-UTC DATETIME(6) / text, read back as aware UTC."""
-
-        impl = DateTime
-        cache_ok = True
-
-        def load_dialect_impl(self, dialect: Any) -> Any:
-            if dialect.name == "postgresql":
-                return dialect.type_descriptor(postgresql.TIMESTAMP(timezone=True))
-            if dialect.name in ("mysql", "mariadb"):
-                return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-            return dialect.type_descriptor(Text())
-
-        def process_bind_param(self, value: Any, dialect: Any) -> Any:
-            return to_db(value, _dialect_of(dialect.name))
-
-        def process_result_value(self, value: Any, dialect: Any) -> Any:
-            return from_db(value)
-
-    big = BigInteger().with_variant(Integer, "sqlite")
-    metadata = MetaData()
-    table = Table(
-        TABLE,
-        metadata,
-        Column("id", big, primary_key=True, autoincrement=True),
-        Column("job", String(128), nullable=False),
-        Column("slot", UTCDateTime(), nullable=False),
-        Column("instance", String(255), nullable=False),
-        Column("host", String(255), nullable=False),
-        Column("pid", Integer, nullable=False),
-        Column("trigger", String(16), nullable=False),
-        Column("outcome", String(16), nullable=False),
-        Column("started_at", UTCDateTime(), nullable=False),
-        Column("finished_at", UTCDateTime(), nullable=True),
-        Column("exit_code", Integer, nullable=True),
-        Column("message", Text, nullable=True),
-        Column("fencing_token", BigInteger, nullable=True),
-        Column("session_id", BigInteger, nullable=True),
-        Column("strategy", String(16), nullable=True),
-        Column("lock_key", String(255), nullable=True),
-        Index("ix_lockconsole_runs_job_slot", "job", "slot"),
-        Index("ix_lockconsole_runs_started_at", "started_at"),
-    )
-    return metadata, table
-
-
-def _dialect_of(name: str) -> str:
-    return "mysql" if name in ("mysql", "mariadb") else name
-
-
 # -- the ledger -----------------------------------------------------------------------------
 
 
 class Ledger:
     """Write and read the run ledger of one database; close() (or `with`) when done."""
 
-    def __init__(self, database: Database, *, application_name: str = "lockconsole-ledger"):
+    def __init__(self, database: Database, *, application_name: str = "lockconsole-ledger",
+                 timeouts: Any = None) -> None:  # fmt: skip
         self.database = database
+        self.timeouts = timeouts  # connect.Timeouts of the reads' engine (the console's), or None
         self.url = database.url
         self.dialect: str = database.url.dialect
         self.application_name = application_name
         self._conn: Any = None
+        self._borrowed = False  # _conn is another object's (a lock's): close() leaves it open
         self._engine: Any = None
         self._schema_checked = False
 
@@ -194,8 +126,34 @@ class Ledger:
             self._conn = connect(self.url, application_name=self.application_name)
         return self._conn
 
+    def borrow(self, conn: Any) -> None:
+        """Write on `conn` (an autocommit connection to this database that another object owns).
+
+        Does nothing when the ledger already has a connection of its own.
+        """
+        if self._conn is None:
+            self._conn, self._borrowed = conn, True
+
+    def reusable(self) -> bool:
+        """True when the write connection is unopened, or open, healthy and idle."""
+        conn = self._conn
+        if conn is None:
+            return True
+        if self._borrowed:
+            return False
+        if self.dialect == "postgresql":
+            from psycopg.pq import TransactionStatus
+
+            idle = conn.info.transaction_status == TransactionStatus.IDLE
+            return bool(idle and not (conn.closed or conn.broken))
+        if self.dialect == "mysql":
+            return bool(conn.open)
+        return True
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
+        if self._borrowed:
+            conn, self._borrowed = None, False
         if conn is not None:
             try:
                 conn.close()
@@ -318,8 +276,16 @@ class Ledger:
         if self._engine is None:
             from .backends.sa import engine_for
 
-            self._engine = engine_for(self.url, pool_pre_ping=True)
+            self._engine = engine_for(self.url, pool_pre_ping=True, timeouts=self.timeouts,
+                                      application_name=self.application_name)  # fmt: skip
+            if self.dialect == "postgresql":  # the reads' sessions carry our application_name
+                from sqlalchemy import event
+
+                event.listen(self._engine, "do_connect", self._name_connection)
         return self._engine
+
+    def _name_connection(self, dialect: Any, record: Any, args: Any, params: Any) -> None:
+        params.setdefault("application_name", self.application_name)
 
     def _read(self, query: Any) -> list[Run]:
         from sqlalchemy.exc import SQLAlchemyError
@@ -399,6 +365,7 @@ class Ledger:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
+        self._borrowed = False  # a borrowed connection that broke is closed like our own
         if conn is not None:
             try:
                 conn.close()

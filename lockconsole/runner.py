@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from .backends import Lock, open_lock
 from .errors import DatabaseError, LockLostError
 from .ledger import Ledger
 from .models import Database, Job, Run, Trigger
+from .sessions import Session, SessionRegistry, session_key
 from .slots import manual_slot, slot_for, utcnow
 
 log = logging.getLogger("lockconsole.runner")
@@ -32,6 +34,7 @@ EXIT_DATABASE = 5
 RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
 SKIP_HELD = "lock held by another session"
 LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
+_HOST = socket.gethostname()
 
 
 def default_instance(configured: str | None = None) -> str:
@@ -104,6 +107,8 @@ class Attempt:
     _done: threading.Event = field(default_factory=threading.Event)
     _watchdog: threading.Thread | None = None
     _acquired_at: datetime | None = None
+    sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
+    session_key: tuple[Any, ...] = ()
 
     @property
     def acquired(self) -> bool:
@@ -157,6 +162,7 @@ class Attempt:
         if self.lost.is_set():
             outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
+        clean = False
         try:
             self._hold_min(outcome)
             # record before releasing: an instance that gets the lock next must find this
@@ -164,14 +170,16 @@ class Attempt:
             self.run = _retrying(
                 lambda: self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
             )
+            clean = True
         finally:
             try:
                 self.lock.release()
             except Exception as exc:
+                clean = False
                 log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
             finally:
-                self.lock.close()
-                self.ledger.close()
+                clean = clean and not self.lost.is_set() and self.run.outcome != "lock_lost"
+                _give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
 
@@ -192,31 +200,49 @@ def begin(
     instance: str,
     slot: datetime | None = None,
     trigger: Trigger = "scheduled",
+    sessions: SessionRegistry | None = None,
 ) -> Attempt:
-    """Try the lock once and record the attempt; the Attempt says whether to run."""
+    """Try the lock once and record the attempt; the Attempt says whether to run.
+
+    With `sessions`, the lock and ledger connections come from (and go back to) that registry,
+    so repeated attempts in one process connect once; without, they are opened and closed here.
+    """
     started = utcnow()
     if slot is None:
         slot = manual_slot(started) if trigger == "manual" else slot_for(job, started)
     base = Run(
-        job=job.name, slot=slot, instance=instance, host=socket.gethostname(), pid=os.getpid(),
+        job=job.name, slot=slot, instance=instance, host=_HOST, pid=os.getpid(),
         trigger=trigger, outcome="skipped", started_at=started, strategy=job.strategy,
         lock_key=str(job.key),
     )  # fmt: skip
-    ledger = Ledger(ledger_database)
-    lock = open_lock(
-        job, database, instance=instance, application_name=application_name(job, instance)
-    )
+    key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
+    session = sessions.take(key) if sessions is not None else None
+    if session is not None:
+        lock, ledger = session.lock, session.ledger
+        lock.job = job  # type: ignore[attr-defined]  # max_duration / min_hold may differ
+    else:
+        ledger = Ledger(ledger_database)
+        lock = _open(job, database, instance)
+        if sessions is None:
+            _share_connection(job, lock, ledger, database, ledger_database)
     try:
-        if not lock.acquire():
-            lock.close()
-            return _skipped(job, ledger, base, SKIP_HELD)
+        try:
+            got = lock.acquire()
+        except DatabaseError:
+            if session is None:
+                raise
+            # a kept connection that died while idle (a server restart, an idle timeout)
+            Session(key, lock, ledger).close()
+            ledger, lock = Ledger(ledger_database), _open(job, database, instance)
+            got = lock.acquire()
+        if not got:
+            return _skipped(job, ledger, base, SKIP_HELD, lock, sessions, key)
         if job.once_per_slot and trigger == "scheduled":
             claim = _slot_claim(ledger, job, slot, instance)
             if claim is not None:
                 lock.release()
-                lock.close()
                 reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
-                return _skipped(job, ledger, base, reason)
+                return _skipped(job, ledger, base, reason, lock, sessions, key)
         run = ledger.record(
             replace(base, outcome="acquired", session_id=lock.session_id,
                     fencing_token=lock.fencing_token)
@@ -225,10 +251,26 @@ def begin(
         _close_quietly(lock)
         ledger.close()
         raise
-    attempt = Attempt(job, run, lock, ledger)
+    attempt = Attempt(job, run, lock, ledger, sessions=sessions, session_key=key)
     log_attempt("acquired", run)
     attempt.start_watchdog()
     return attempt
+
+
+def _open(job: Job, database: Database, instance: str) -> Lock:
+    return open_lock(
+        job, database, instance=instance, application_name=application_name(job, instance)
+    )
+
+
+def _give_back(sessions: SessionRegistry | None, key: tuple[Any, ...], lock: Lock,
+               ledger: Ledger, *, keep: bool) -> None:  # fmt: skip
+    """Return the connections to `sessions` when `keep` and they are fit, else close them."""
+    session = Session(key, lock, ledger)
+    if sessions is not None and keep:
+        sessions.put(session)
+    else:
+        session.close()
 
 
 def _retrying(write: Callable[[], Run]) -> Run:
@@ -264,9 +306,29 @@ def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str) -> Run 
     return claim
 
 
-def _skipped(job: Job, ledger: Ledger, base: Run, reason: str) -> Attempt:
-    run = ledger.record(replace(base, outcome="skipped", finished_at=utcnow(), message=reason))
-    ledger.close()
+def _share_connection(job: Job, lock: Lock, ledger: Ledger, database: Database,
+                      ledger_database: Database) -> None:  # fmt: skip
+    """One attempt per process: let the ledger write on the lock's connection, saving a connect.
+
+    Only for pg-session and mysql locks on the ledger's own database: their connection is
+    autocommit, so each ledger row commits at once (a skip is visible to everyone before the
+    connection closes). The writes happen before the watchdog starts and after it stopped,
+    never beside it. pg-xact never lends its connection: its writes would sit in the lock's
+    transaction until COMMIT.
+    """
+    if job.strategy in ("pg-session", "mysql") and database.url.raw == ledger_database.url.raw:
+        ledger.borrow(lock.conn)  # type: ignore[attr-defined]
+
+
+def _skipped(job: Job, ledger: Ledger, base: Run, reason: str, lock: Lock,
+             sessions: SessionRegistry | None, key: tuple[Any, ...]) -> Attempt:  # fmt: skip
+    """Record a skip; the lock (not held) and the ledger go back to `sessions` or are closed."""
+    try:
+        run = ledger.record(replace(base, outcome="skipped", finished_at=utcnow(), message=reason))
+    except BaseException:
+        _give_back(sessions, key, lock, ledger, keep=False)
+        raise
+    _give_back(sessions, key, lock, ledger, keep=True)
     log_attempt("skipped", run)
     return Attempt(job, run, None, ledger)
 

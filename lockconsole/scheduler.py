@@ -32,6 +32,9 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self._attempts: dict[str, object] = {}
         self._lock = threading.Lock()
+        from .sessions import SessionRegistry
+
+        self.sessions = SessionRegistry()  # lock + ledger connections kept between firings
 
     def stop(self, reason: str = "scheduler stopping") -> None:
         self.stopping.set()
@@ -70,6 +73,7 @@ class Scheduler:
         # After --for, runs in flight finish; after stop() or a signal they were told to stop.
         for thread in self._threads:
             thread.join()
+        self.sessions.close_all()
         log.info("scheduler stopped instance=%s", self.instance)
         return 0
 
@@ -91,7 +95,8 @@ class Scheduler:
                 log.error("job %s has no command or callable; not fired", job.name)
                 return
             attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
-                            instance=self.instance, slot=slot)  # fmt: skip
+                            instance=self.instance, slot=slot,
+                            sessions=self.sessions)  # fmt: skip
             if not attempt.acquired:
                 return
             with self._lock:

@@ -197,7 +197,8 @@ def test_slot_claim_same_instant_other_zone(ledger: Ledger, uid: str) -> None:
 
 def test_runs_and_slot_runs_order_and_filters(ledger: Ledger, uid: str) -> None:
     a, b = f"a_{uid}", f"b_{uid}"
-    base = datetime(2026, 3, 1, tzinfo=UTC)
+    # far in the future: a shared ledger's other rows are all older, so ours come first
+    base = datetime(2099, 3, 1, tzinfo=UTC) + timedelta(minutes=int(uid[:6], 16) % 100_000)
     made = []
     for day in range(5):
         slot = base + timedelta(days=day)

@@ -31,10 +31,16 @@ class MysqlLock:
         self.lost_on_release = False  # release found the lock (or its session) already gone
         self._closed = False
         self.conn: Any = connect_mysql(database.url, read_timeout=READ_TIMEOUT)
+        self._merged: dict[str, str] = {}  # query name -> its text with the name escaped in
 
     def _fetch(self, query: str) -> tuple[Any, ...] | None:
+        """One row of a query file; the name is escaped in once per lock, not per call."""
         with self.conn.cursor() as cur:
-            cur.execute(sqlfiles.load(query, "mysql"), {"name": self.name})
+            sql = self._merged.get(query)
+            if sql is None:
+                sql = cur.mogrify(sqlfiles.load(query, "mysql"), {"name": self.name})
+                self._merged[query] = sql
+            cur.execute(sql)
             return cur.fetchone()
 
     def _error(self, what: str, exc: BaseException) -> DatabaseError:
@@ -94,6 +100,10 @@ class MysqlLock:
             raise self._error(f"RELEASE_LOCK({self.name!r})", exc) from None
         if not (row and row[0] == 1):
             self.lost_on_release = True
+
+    def reusable(self) -> bool:
+        """Released cleanly and still connected: fit for another attempt."""
+        return not (self.held or self.lost_on_release or self._gone())
 
     def close(self) -> None:
         """Close the connection (idempotent); the server frees its locks."""

@@ -28,6 +28,7 @@ log = logging.getLogger("lockconsole.runner")
 
 CHECK_TIMEOUT = 10  # seconds: statement_timeout of the lock session
 TCP_GIVE_UP = 15  # seconds without an answer from the server before the socket fails
+_PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
 
 
 class PoolerRefused(ConfigError):
@@ -85,6 +86,14 @@ class _PgLock:
         except psycopg.Error:
             return False
         return bool(row and row[0])
+
+    def reusable(self) -> bool:
+        """Released cleanly, connected and idle (no open transaction): fit for another attempt."""
+        from psycopg.pq import TransactionStatus
+
+        if self.held or self.lost_on_release or self._gone():
+            return False
+        return bool(self.conn.info.transaction_status == TransactionStatus.IDLE)
 
     def close(self) -> None:
         """Close the connection (idempotent); any lock of the session dies with it."""
@@ -217,7 +226,9 @@ class PgXactLock(_PgLock):
         if self.held:
             return True
         try:
-            if psycopg.Pipeline.is_supported():
+            if _PIPELINE[0] is None:
+                _PIPELINE[0] = psycopg.Pipeline.is_supported()
+            if _PIPELINE[0]:
                 with self.conn.pipeline():
                     self.conn.execute(sqlfiles.load("begin_transaction"))
                     cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)

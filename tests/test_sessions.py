@@ -1,0 +1,202 @@
+"""Lock sessions kept between attempts (`run_once`, the scheduler), on real databases."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from lockconsole import run_once
+from lockconsole.config import parse_config
+from lockconsole.ledger import Ledger
+from lockconsole.runner import begin
+from lockconsole.sessions import REGISTRY, SessionRegistry
+
+
+@pytest.fixture(autouse=True)
+def _empty_registry() -> Iterator[None]:
+    REGISTRY.close_all()
+    yield
+    REGISTRY.close_all()
+
+
+def config_for(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    return parse_config(
+        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
+        f'schedule = "0 2 * * *"\nwatchdog_interval = 0.2\nonce_per_slot = false\n{extra}'
+    )
+
+
+def outcomes(config, job):  # type: ignore[no-untyped-def]
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        return sorted(r.outcome for r in ledger.runs(job))
+
+
+def pg_advisory_locks(conn, pid: int) -> list[tuple]:  # type: ignore[no-untyped-def]
+    query = "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = %s"
+    return conn.execute(query, (pid,)).fetchall()
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
+def test_postgres_session_is_reused_and_holds_nothing_between_attempts(
+    pg_url, pg_conn, uid, strategy
+):  # type: ignore[no-untyped-def]
+    job = f"reuse_{uid}"
+    config = config_for(pg_url, job, strategy)
+    pids = []
+    for _ in range(3):
+        with run_once(job, config=config, instance="web-1") as run:
+            assert run.acquired
+            pids.append(run.run.session_id)
+            assert pg_advisory_locks(pg_conn, run.run.session_id)  # held while the body runs
+        assert pg_advisory_locks(pg_conn, pids[-1]) == []  # released once the block exits
+        state = pg_conn.execute(
+            "SELECT state FROM pg_stat_activity WHERE pid = %s", (pids[-1],)
+        ).fetchone()
+        assert state == ("idle",)  # kept open, not inside a transaction
+    assert len(set(pids)) == 1, "one lock connection for every attempt"
+    assert len(REGISTRY) == 1
+    assert outcomes(config, job) == ["succeeded"] * 3
+
+
+def test_mysql_session_is_reused_and_holds_nothing_between_attempts(mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+    job = f"reuse_my_{uid}"
+    config = config_for(mysql_url, job, "mysql")
+    ids = []
+    for _ in range(2):
+        with run_once(job, config=config, instance="web-1") as run:
+            assert run.acquired
+            ids.append(run.run.session_id)
+        with mysql_conn.cursor() as cur:
+            cur.execute("SELECT IS_USED_LOCK(%s)", (job,))
+            assert cur.fetchone() == (None,)
+    assert ids[0] == ids[1]
+    assert outcomes(config, job) == ["succeeded", "succeeded"]
+
+
+def test_lease_session_is_reused(pg_url, uid):  # type: ignore[no-untyped-def]
+    job = f"reuse_lease_{uid}"
+    config = config_for(pg_url, job, "lease", f'lease_table = "shedlock_{uid}"')
+    tokens = []
+    try:
+        for _ in range(2):
+            with run_once(job, config=config, instance="web-1") as run:
+                assert run.acquired
+                tokens.append(run.run.fencing_token)
+            assert len(REGISTRY) == 1
+        assert tokens == [1, 2]
+    finally:
+        REGISTRY.close_all()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS shedlock_{uid}")
+
+
+def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+    job = f"lost_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    with run_once(job, config=config) as run:
+        first = run.run.session_id
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (first,))
+        assert run.lost.wait(10)
+    assert len(REGISTRY) == 0
+    with run_once(job, config=config) as run:
+        assert run.acquired and run.run.session_id != first
+    assert outcomes(config, job) == ["lock_lost", "succeeded"]
+
+
+def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+    """Both kept connections killed while idle (a restart, an idle timeout): a new session."""
+    from lockconsole.sessions import session_key
+
+    job = f"died_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    with run_once(job, config=config, instance="web-1") as run:
+        first = run.run.session_id
+    j = config.job(job)
+    key = session_key(j, config.database_for(j), config.ledger_for(j), "web-1")
+    session = REGISTRY.take(key)
+    assert session is not None
+    ledger_pid = session.ledger.connection.info.backend_pid
+    assert REGISTRY.put(session)
+    for pid in (first, ledger_pid):
+        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.1)
+    with run_once(job, config=config, instance="web-1") as run:
+        assert run.acquired and run.run.session_id != first
+    assert outcomes(config, job) == ["succeeded", "succeeded"]
+
+
+def test_not_reused_when_the_body_fails_to_release(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+    """A session whose unlock found nothing to unlock is closed, not kept."""
+    job = f"unlock_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    with run_once(job, config=config) as run:
+        run.lock.held = True
+        run.lock.lost_on_release = True  # as if pg_advisory_unlock had returned false
+    assert len(REGISTRY) == 0
+
+
+def test_reuse_off_closes_every_connection(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+    job = f"noreuse_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    pids = []
+    for _ in range(2):
+        with run_once(job, config=config, reuse_connections=False) as run:
+            pids.append(run.run.session_id)
+    assert pids[0] != pids[1] and len(REGISTRY) == 0
+    alive = pg_conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
+    ).fetchone()
+    assert alive == (0,)
+
+
+def test_a_skip_keeps_the_session_and_records_the_row(pg_url, uid):  # type: ignore[no-untyped-def]
+    job = f"skipkeep_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    with run_once(job, config=config, instance="web-1") as held:
+        assert held.acquired
+        for _ in range(2):
+            with run_once(job, config=config, instance="web-2") as other:
+                assert not other.acquired
+    assert len(REGISTRY) == 2  # one idle session per instance
+    assert outcomes(config, job) == ["skipped", "skipped", "succeeded"]
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
+def test_one_shot_skip_is_recorded_and_closes_its_connections(pg_url, pg_conn, uid, strategy):  # type: ignore[no-untyped-def]
+    job = f"oneshot_{uid}"
+    config = config_for(pg_url, job, strategy)
+    j, db = config.job(job), config.database_for(config.job(job))
+    held = begin(j, db, config.ledger_for(j), instance="web-1")
+    try:
+        skipped = begin(j, db, config.ledger_for(j), instance="web-2")
+        assert not skipped.acquired and skipped.run.id is not None
+        assert skipped.ledger._conn is None  # closed (or never opened)
+    finally:
+        held.finish("succeeded", exit_code=0)
+    assert outcomes(config, job) == ["skipped", "succeeded"]
+    apps = pg_conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+        (f"lockconsole:{job}@web-2",),
+    ).fetchone()
+    assert apps == (0,)
+
+
+def test_registry_takes_and_closes_what_it_cannot_keep(pg_url, uid):  # type: ignore[no-untyped-def]
+    job = f"reg_{uid}"
+    config = config_for(pg_url, job, "pg-session")
+    registry = SessionRegistry()
+    j, db = config.job(job), config.database_for(config.job(job))
+    a = begin(j, db, config.ledger_for(j), instance="web-1", sessions=registry)
+    a.finish("succeeded", exit_code=0)
+    assert len(registry) == 1
+    b = begin(j, db, config.ledger_for(j), instance="web-1", sessions=registry)
+    assert len(registry) == 0  # taken, not shared
+    c = begin(j, db, config.ledger_for(j), instance="web-1", sessions=registry)
+    assert b.acquired and not c.acquired  # a second session of the same key was opened
+    b.finish("succeeded", exit_code=0)
+    assert len(registry) == 1  # the skipped one went back first; b's was one too many
+    registry.close_all()
+    assert len(registry) == 0
