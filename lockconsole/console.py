@@ -1,6 +1,7 @@
 """The Console facade: the one door the CLI and the TUI use for every view and action.
 
-snapshot() reads every database in parallel (one database down never hides the others),
+snapshot() reads every database in parallel (one database down never hides the others,
+and a stopped or silent one never holds the snapshot past its time budget: console_parts),
 trigger() runs a job here through the runner, release() force-releases a holder (audited,
 refused in read-only mode), duplicates() and history() page through the rest.
 """
@@ -11,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from .audit import Actor, AuditLog
 from .backends.inspect import HolderList, Inspector, ReleaseResult
 from .config import Config
+from .console_parts import Calls, WaitsMixin, budget_of, open_inspector, timeouts_of, wait_for
 from .errors import ConfigError, DatabaseError, UsageError
 from .models import Alert, Database, Holder, Job, JobStatus, Run, Snapshot
 from .slots import next_fire, utcnow
@@ -32,7 +34,7 @@ class ReadOnlyError(UsageError):
     """A mutation was asked for in --read-only mode; nothing was done."""
 
 
-class Console:
+class Console(WaitsMixin):
     """Snapshots and actions over one configuration; keeps its connections between calls."""
 
     def __init__(self, config: Config, *, read_only: bool = False, actor: Actor | None = None,
@@ -51,6 +53,10 @@ class Console:
         self._dup_checked: dict[str, float] = {}  # job -> monotonic time of the last scan
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
+        self._timeouts = timeouts_of(self.settings)  # on every connection the console opens
+        self._calls = Calls(self._pool)  # at most one outstanding read per database
+        self._down: set[str] = set()  # databases with an error in the last snapshot
+        self._last_errors: dict[str, str] = {}  # database -> its last real error
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -69,20 +75,22 @@ class Console:
         jobs = list(self.config.jobs.values())
         targets = self._inspection_targets()
         ledgers = sorted({self.config.ledger_for(j).name for j in jobs})
-        holder_futures = {t: self._pool.submit(self._holders, *t) for t in targets}
-        run_futures = {name: self._pool.submit(self._runs, name, now) for name in ledgers}
+        budget, down = budget_of(self.settings), self._down
+        holder_calls = {t: self._calls.start(("holders", *t), self._holders, *t) for t in targets}
+        run_calls = {n: self._calls.start(("runs", n), self._runs, n, now) for n in ledgers}
+        wait_for([*((c, t[0] in down) for t, c in holder_calls.items()),
+                  *((c, n in down) for n, c in run_calls.items())], budget)  # fmt: skip
         errors: dict[str, str] = {}
         holders: list[Holder] = []
         sources: dict[str, str] = {}
         notes: list[tuple[str, str]] = []
         orphaned: set[int] | None = None  # pids of pooled server connections nobody holds
-        for (db_name, table), future in holder_futures.items():
-            try:
-                listed: HolderList
-                listed, orphans = future.result()
-            except Exception as exc:
-                errors[db_name] = self._error_text(db_name, exc)
+        for (db_name, table), call in holder_calls.items():
+            answer = self._answer(("holders", db_name, table), call, db_name, budget, errors)
+            if answer is None:
                 continue
+            listed: HolderList
+            listed, orphans = answer
             if orphans is not None:
                 orphaned = (orphaned or set()) | orphans
             holders.extend(listed.holders)
@@ -90,11 +98,12 @@ class Console:
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
         runs: list[Run] = []
-        for name, future in run_futures.items():
-            try:
-                runs.extend(future.result())
-            except Exception as exc:
-                errors.setdefault(name, self._error_text(name, exc))
+        for name, call in run_calls.items():
+            answer = self._answer(("runs", name), call, name, budget, errors)
+            if answer is not None:
+                runs.extend(answer)
+        self._down = set(errors)
+        self._last_errors = {k: v for k, v in self._last_errors.items() if k in errors}
         dup_counts = (
             {} if duplicates is False else self._duplicate_counts(jobs, force=bool(duplicates))
         )
@@ -270,7 +279,7 @@ class Console:
             if found is not None:
                 return found
         database = self.config.databases[db_name]
-        inspector = _open_inspector(database, table)
+        inspector = open_inspector(database, table, self._timeouts)
         with self._lock:
             self._inspectors[(db_name, table)] = inspector
         return inspector
@@ -283,7 +292,8 @@ class Console:
             listed = inspector.holders(jobs)
         except Exception:
             with self._lock:  # drop it: the next snapshot reconnects
-                self._inspectors.pop((db_name, table), None)
+                if self._inspectors.get((db_name, table)) is inspector:
+                    del self._inspectors[(db_name, table)]
             try:
                 inspector.close()
             except Exception:
@@ -299,14 +309,16 @@ class Console:
             ledger = self._ledgers.get(name)
             if ledger is None:
                 ledger = self._ledgers[name] = Ledger(
-                    self.config.databases[name], application_name=LEDGER_APPLICATION_NAME
+                    self.config.databases[name],
+                    application_name=LEDGER_APPLICATION_NAME,
+                    timeouts=self._timeouts,
                 )
             return ledger
 
     def _read_runs(self, name: str, job: str | None = None, **kwargs: Any) -> list[Run]:
         ledger = self._ledger(name)
         try:
-            return ledger.runs(job, **kwargs)
+            runs = ledger.runs(job, **kwargs)
         except Exception:
             with self._lock:  # drop it: the next read reconnects
                 if self._ledgers.get(name) is ledger:
@@ -316,6 +328,11 @@ class Console:
             except Exception:
                 pass
             raise
+        with self._lock:
+            orphaned = self._ledgers.get(name) is not ledger  # given up on while it ran
+        if orphaned:
+            ledger.close()
+        return runs
 
     def _runs(self, ledger_name: str, now: datetime) -> list[Run]:
         return self._read_runs(ledger_name, since=now - self.settings.lookback,
@@ -326,9 +343,10 @@ class Console:
         wanted = [j for j in jobs if j.idempotency]
         if force:
             futures = {j.name: self._pool.submit(self._duplicate_count, j) for j in wanted}
+            wait(futures.values(), timeout=budget_of(self.settings))
             for name, future in futures.items():
                 try:
-                    self._dup_cache[name] = future.result()
+                    self._dup_cache[name] = future.result(timeout=0)
                 except Exception as exc:
                     log.warning("duplicates of %s: %s", name, exc)
             return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
@@ -413,7 +431,9 @@ class Console:
             if engine is None:
                 from .backends.sa import engine_for
 
-                engine = self._engines[db.name] = engine_for(db.url, pool_pre_ping=True)
+                engine = self._engines[db.name] = engine_for(
+                    db.url, pool_pre_ping=True, timeouts=self._timeouts
+                )
             return engine
 
     def _db(self, job: str) -> Database:
@@ -431,17 +451,3 @@ class Console:
         if isinstance(exc, DatabaseError) or db is None:
             return text if db is None else scrub(text, db.url)
         return scrub(f"{type(exc).__name__}: {text}", db.url)
-
-
-def _open_inspector(database: Database, table: str | None) -> Inspector:
-    if table is not None:
-        from .backends.lease_inspect import LeaseInspector
-
-        return LeaseInspector(database, table)
-    if database.url.dialect == "postgresql":
-        from .backends.pg_inspect import PgInspector
-
-        return PgInspector(database)
-    from .backends.mysql_inspect import MysqlInspector
-
-    return MysqlInspector(database)

@@ -17,6 +17,7 @@ class ConsoleSettings:
     lookback: timedelta = timedelta(days=3)  # how far back slot reports and history look
     history_limit: int = 500  # runs read per ledger per snapshot
     statement_timeout: timedelta = timedelta(seconds=5)  # per query, so the console never hangs
+    connect_timeout: timedelta = timedelta(seconds=5)  # per console connection attempt
     duplicates_every: timedelta = timedelta(minutes=1)  # how often idempotency tables are scanned
 
 
@@ -26,6 +27,7 @@ _DURATIONS = (
     "grace",
     "lookback",
     "statement_timeout",
+    "connect_timeout",
     "duplicates_every",
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DatabaseError
@@ -10,6 +11,49 @@ from ..models import DatabaseURL
 from ..urls import scrub
 
 CONNECT_TIMEOUT = 10  # seconds
+_UNSUPPORTED_OPTIONS = "unsupported startup parameter"  # PgBouncer without options ignored
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The console's limits (seconds): connecting, and one statement (server and socket side).
+
+    Applied to every console connection so a stopped or silent database fails within about
+    `connect + statement` seconds instead of hanging a worker thread.
+    """
+
+    connect: float = 5.0
+    statement: float = 5.0
+
+    def pg_params(self) -> dict[str, Any]:
+        """libpq parameters: a server-side statement_timeout, and TCP keepalives and
+        tcp_user_timeout so a peer that went away without a word is noticed (TCP only)."""
+        statement_ms = max(1, round(self.statement * 1000))
+        return {
+            "connect_timeout": max(2, round(self.connect)),  # libpq: whole seconds, >= 2
+            "options": f"-c statement_timeout={statement_ms}",
+            "keepalives": 1,
+            "keepalives_idle": max(1, round(self.statement)),
+            "keepalives_interval": 1,
+            "keepalives_count": 3,
+            "tcp_user_timeout": round((self.connect + self.statement) * 1000),
+        }
+
+    def mysql_params(self) -> dict[str, Any]:
+        """PyMySQL socket timeouts (the handshake is read under read_timeout too)."""
+        wait = self.statement + 1.0  # a little over the statement budget
+        return {"connect_timeout": self.connect, "read_timeout": wait, "write_timeout": wait}
+
+
+def pg_connect_params(psycopg: Any, conninfo: str, **params: Any) -> Any:
+    """psycopg.connect, retried once without `options` when a pooler refuses that parameter."""
+    try:
+        return psycopg.connect(conninfo, **params)
+    except psycopg.OperationalError as exc:
+        if "options" not in params or _UNSUPPORTED_OPTIONS not in str(exc):
+            raise
+    params = {k: v for k, v in params.items() if k != "options"}
+    return psycopg.connect(conninfo, **params)
 
 
 def pg_dsn(url: DatabaseURL) -> str:
@@ -25,24 +69,37 @@ def connect_pg(
     application_name: str = "lockconsole",
     autocommit: bool = True,
     connect_timeout: int = CONNECT_TIMEOUT,
+    timeouts: Timeouts | None = None,
 ) -> Any:
-    """A psycopg connection of its own; prepare_threshold=None so a pooler in front is safe."""
+    """A psycopg connection of its own; prepare_threshold=None so a pooler in front is safe.
+
+    `timeouts` (the console's) replaces connect_timeout and adds statement_timeout and TCP
+    keepalives (see Timeouts.pg_params).
+    """
     import psycopg
 
+    params: dict[str, Any] = {"connect_timeout": connect_timeout}
+    if timeouts is not None:
+        params = timeouts.pg_params()
     try:
-        return psycopg.connect(
+        return pg_connect_params(
+            psycopg,
             pg_dsn(url),
             autocommit=autocommit,
             prepare_threshold=None,
             application_name=application_name,
-            connect_timeout=connect_timeout,
+            **params,
         )
     except psycopg.Error as exc:
         raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
 
 
 def connect_mysql(
-    url: DatabaseURL, *, connect_timeout: int = CONNECT_TIMEOUT, read_timeout: int | None = None
+    url: DatabaseURL,
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    read_timeout: float | None = None,
+    write_timeout: float | None = None,
 ) -> Any:
     """A PyMySQL connection of its own, autocommit on."""
     import pymysql
@@ -60,6 +117,8 @@ def connect_mysql(
     }
     if read_timeout:
         kwargs["read_timeout"] = read_timeout
+    if write_timeout:
+        kwargs["write_timeout"] = write_timeout
     if "unix_socket" in query:
         kwargs["unix_socket"] = query["unix_socket"]
     try:

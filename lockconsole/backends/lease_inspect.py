@@ -19,7 +19,7 @@ from ..audit import Actor, AuditLog
 from ..errors import DatabaseError, LockconsoleError
 from ..models import Database, Holder, Job
 from ..urls import scrub
-from .connect import first_line
+from .connect import Timeouts, first_line
 from .inspect import HolderList, ReleaseResult, ReleaseStatus
 from .lease_table import FENCING, SHEDLOCK_COLUMNS, db_now, lease_table, table_columns
 from .sa import engine_for
@@ -28,8 +28,10 @@ from .sa import engine_for
 class LeaseInspector:
     """Held rows of one ShedLock-style lease table, and a guarded expire of one row."""
 
-    def __init__(self, database: Database, table: str = "shedlock") -> None:
+    def __init__(self, database: Database, table: str = "shedlock", *,
+                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
         self.database, self.table = database, table
+        self.timeouts = timeouts  # None: engine_for's defaults
         self.dialect = database.url.dialect
         self._engine: Any = None
         self._table: Table | None = None
@@ -37,7 +39,7 @@ class LeaseInspector:
     def _engine_(self) -> Any:
         """The engine, created on first use (NullPool: nothing lingers between refreshes)."""
         if self._engine is None:
-            self._engine = engine_for(self.database.url, dedicated=True)
+            self._engine = engine_for(self.database.url, dedicated=True, timeouts=self.timeouts)
         return self._engine
 
     def _describe(self, exc: BaseException) -> str:

