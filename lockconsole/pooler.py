@@ -160,6 +160,9 @@ def pooler_warnings(jobs: Sequence[Job], database: Database, info: PoolerInfo) -
     return out
 
 
+CONSOLE_APPLICATION_PREFIX = "lockconsole:console"  # the console's inspector and ledger reads
+
+
 def orphaned_server_pids(url: DatabaseURL) -> set[int] | None:
     """PostgreSQL pids of PgBouncer server connections no client is linked to; None if unknown.
 
@@ -180,12 +183,19 @@ def orphaned_server_pids(url: DatabaseURL) -> set[int] | None:
         return None
     finally:
         conn.close()
-    linked = {c["link"] for c in clients if c.get("link")}
+    # a server lent for an instant to the console's own query still belongs to nobody
+    ours = {c["ptr"] for c in clients if _is_console(c.get("application_name"))}
+    linked = {c["link"] for c in clients if c.get("link") and c.get("ptr") not in ours}
     return {
         int(s["remote_pid"])
         for s in servers
         if s.get("remote_pid")
-        and not s.get("link")
+        and (not s.get("link") or s.get("link") in ours)
         and s.get("ptr") not in linked
         and (url.database is None or s.get("database") == url.database)
     }
+
+
+def _is_console(application_name: object) -> bool:
+    """Whether a PgBouncer client is one of the console's own connections."""
+    return str(application_name or "").startswith(CONSOLE_APPLICATION_PREFIX)
