@@ -7,7 +7,8 @@ The runner drives every backend the same way:
 
 from __future__ import annotations
 
-from typing import Protocol
+from types import TracebackType
+from typing import Any, Protocol
 
 from ..models import Database, Job
 
@@ -30,6 +31,33 @@ class Lock(Protocol):
 
     def close(self) -> None:
         """Close the connection; session locks die with it."""
+
+
+class LockBase:
+    """`with lock:` releases a held lock on the way out, then closes the connection."""
+
+    held: bool
+
+    def release(self, *args: Any) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.held:
+                self.release()
+        finally:
+            self.close()
 
 
 def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:

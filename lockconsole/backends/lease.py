@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import ConfigError, DatabaseError
 from ..models import Database, Job
 from ..urls import scrub
+from . import LockBase
 from .connect import first_line
 from .lease_table import FENCING, db_now, ensure_lease_table, lease_table, plus
 from .sa import engine_for
@@ -52,7 +53,7 @@ class _Compiled:
         return [values[name] for name in self.order]
 
 
-class LeaseLock:
+class LeaseLock(LockBase):
     """One job's lease row (ShedLock's table), held by `owner` until `lock_until`."""
 
     strategy = "lease"

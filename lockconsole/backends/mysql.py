@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from .. import sqlfiles
 from ..errors import DatabaseError
 from ..models import Database, Job
 from ..urls import scrub
+from . import LockBase
 from .connect import connect_mysql, first_line
 
 READ_TIMEOUT = 10  # seconds: a statement on the lock connection that gets no answer fails
 
 
-class MysqlLock:
+class MysqlLock(LockBase):
     """GET_LOCK(name, 0) on a connection of its own; RELEASE_LOCK or disconnect frees it."""
 
     strategy = "mysql"
@@ -117,18 +117,3 @@ class MysqlLock:
             self.conn.close()
         except (pymysql.MySQLError, OSError):
             pass
-
-    def __enter__(self) -> MysqlLock:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self.held:
-                self.release()
-        finally:
-            self.close()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from types import TracebackType
 from typing import Any
 
 from .. import sqlfiles
@@ -22,6 +21,7 @@ from ..errors import ConfigError, DatabaseError
 from ..keys import pg_locks_identity
 from ..models import Database, Job
 from ..urls import scrub
+from . import LockBase
 from .connect import connect_pg, first_line
 
 log = logging.getLogger("lockconsole.runner")
@@ -35,7 +35,7 @@ class PoolerRefused(ConfigError):
     """pg-session behind a transaction-mode pooler, and the job did not set allow_pooler."""
 
 
-class _PgLock:
+class _PgLock(LockBase):
     """What both PostgreSQL strategies share: the connection, the key, the pg_locks check."""
 
     strategy = ""
@@ -104,21 +104,6 @@ class _PgLock:
             self.conn.close()
         except psycopg.Error:
             pass
-
-    def __enter__(self) -> _PgLock:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self.held:
-                self.release()  # type: ignore[attr-defined]
-        finally:
-            self.close()
 
 
 class PgSessionLock(_PgLock):
