@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from .audit import Actor, AuditLog
 from .backends.inspect import HolderList, Inspector, ReleaseResult
 from .config import Config
+from .console_duplicates import DuplicatesMixin
 from .console_parts import Calls, WaitsMixin, budget_of, open_inspector, timeouts_of, wait_for
 from .errors import ConfigError, DatabaseError, UsageError
 from .models import Alert, Database, Holder, Job, JobStatus, Run, Snapshot
@@ -34,7 +34,7 @@ class ReadOnlyError(UsageError):
     """A mutation was asked for in --read-only mode; nothing was done."""
 
 
-class Console(WaitsMixin):
+class Console(DuplicatesMixin, WaitsMixin):
     """Snapshots and actions over one configuration; keeps its connections between calls."""
 
     def __init__(self, config: Config, *, read_only: bool = False, actor: Actor | None = None,
@@ -147,37 +147,6 @@ class Console(WaitsMixin):
             runs.extend(self._read_runs(name, job, limit=limit))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         return runs[:limit]
-
-    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
-        """One page of the job's duplicate groups (paged by the database)."""
-        from . import duplicates
-
-        spec = self._idempotency(job)
-        return duplicates.groups(self._engine(job), spec, page=page, page_size=page_size)
-
-    def duplicate_summary(self, job: str) -> Any:
-        from . import duplicates
-
-        return duplicates.summary(self._engine(job), self._idempotency(job))
-
-    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
-        from . import duplicates
-
-        return duplicates.rows(self._engine(job), self._idempotency(job), key)
-
-    def duplicate_ddl(self, job: str) -> str:
-        from . import duplicates
-
-        spec = self._idempotency(job)
-        found = duplicates.summary(self._engine(job), spec)
-        return duplicates.fix_ddl(self._db(job).url.dialect, spec, found)
-
-    def export_duplicates(self, job: str, path: str) -> int:
-        """Write every duplicate row of the job's idempotency table to a CSV file; row count."""
-        from . import duplicates
-
-        with open(path, "w", newline="", encoding="utf-8") as out:
-            return duplicates.export_csv(self._engine(job), self._idempotency(job), out)
 
     # --- acting --------------------------------------------------------------------------
 
@@ -338,40 +307,6 @@ class Console(WaitsMixin):
         return self._read_runs(ledger_name, since=now - self.settings.lookback,
                                limit=self.settings.history_limit)  # fmt: skip
 
-    def _duplicate_counts(self, jobs: list[Job], *, force: bool) -> dict[str, Any]:
-        """Duplicate summaries per job: fresh when forced, else the latest background scan."""
-        wanted = [j for j in jobs if j.idempotency]
-        if force:
-            futures = {j.name: self._pool.submit(self._duplicate_count, j) for j in wanted}
-            wait(futures.values(), timeout=budget_of(self.settings))
-            for name, future in futures.items():
-                try:
-                    self._dup_cache[name] = future.result(timeout=0)
-                except Exception as exc:
-                    log.warning("duplicates of %s: %s", name, exc)
-            return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
-        clock = time.monotonic()
-        every = self.settings.duplicates_every.total_seconds()
-        for job in wanted:
-            pending = self._dup_pending.get(job.name)
-            if pending is not None and pending.done():
-                del self._dup_pending[job.name]
-                try:
-                    self._dup_cache[job.name] = pending.result()
-                except Exception as exc:
-                    log.warning("duplicates of %s: %s", job.name, exc)
-            due = clock - self._dup_checked.get(job.name, float("-inf")) >= every
-            if job.name not in self._dup_pending and due:
-                self._dup_checked[job.name] = clock
-                self._dup_pending[job.name] = self._pool.submit(self._duplicate_count, job)
-        return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
-
-    def _duplicate_count(self, job: Job) -> Any:
-        from . import duplicates
-
-        assert job.idempotency is not None
-        return duplicates.summary(self._engine(job.name), job.idempotency)
-
     def _orphans_of(self, db: Database) -> set[int] | None:
         """Pids of `db`'s pooled server connections with no client; None if none or unknown."""
         info = self._pooler_info(db)
@@ -423,27 +358,8 @@ class Console(WaitsMixin):
         pid = f"pid {holder.pid}" if holder.pid else "lease"
         return f"held by {who} ({pid})"
 
-    def _engine(self, job: str) -> Any:
-        """One pooled SQLAlchemy engine per database, for the duplicate inspector."""
-        db = self._db(job)
-        with self._lock:
-            engine = self._engines.get(db.name)
-            if engine is None:
-                from .backends.sa import engine_for
-
-                engine = self._engines[db.name] = engine_for(
-                    db.url, pool_pre_ping=True, timeouts=self._timeouts
-                )
-            return engine
-
     def _db(self, job: str) -> Database:
         return self.config.database_for(self.config.job(job))
-
-    def _idempotency(self, job: str) -> Any:
-        spec = self.config.job(job).idempotency
-        if spec is None:
-            raise ConfigError(f"job {job!r} has no [jobs.{job}.idempotency] table and key")
-        return spec
 
     def _error_text(self, db_name: str, exc: BaseException) -> str:
         db = self.config.databases.get(db_name)
