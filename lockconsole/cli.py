@@ -125,6 +125,7 @@ def cmd_config(args: argparse.Namespace) -> int:
                 "callable": job.callable,
                 "max_duration_s": job.max_duration.total_seconds() if job.max_duration else None,
                 "min_hold_s": job.min_hold.total_seconds(),
+                "allow_pooler": job.allow_pooler,
             }
             for name, job in config.jobs.items()
         },
