@@ -146,8 +146,9 @@ def _claim_pymysql(
     found_rows = bool(getattr(conn, "client_flag", 0) & CLIENT_FOUND_ROWS)
     with conn.cursor() as cur:
         if not found_rows:
-            first = q((key or columns)[0])
-            cur.execute(f"{head} ON DUPLICATE KEY UPDATE {first} = {first}", params)
+            first = q((key or columns)[0])  # quoted by SQLAlchemy's MySQL identifier preparer
+            upsert = " ".join((head, "ON DUPLICATE KEY UPDATE", first, "=", first))
+            cur.execute(upsert, params)
             return cur.rowcount == 1
         try:
             cur.execute(head, params)
