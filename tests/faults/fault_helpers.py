@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -110,53 +107,3 @@ def invoices(conn: Any, dialect: str, table: str) -> list[tuple[Any, ...]]:
 def duplicate_invoices(rows: list[tuple[Any, ...]]) -> int:
     counts = Counter((r[0], r[1]) for r in rows)
     return sum(n - 1 for n in counts.values() if n > 1)
-
-
-# -- a loopback TCP proxy that the test can cut (a network drop) -----------------------------
-
-
-class CuttableProxy:
-    """Forwards 127.0.0.1:<port> to a target; cut() closes every socket at once."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.port = self.listener.getsockname()[1]
-        self.pairs: list[tuple[socket.socket, socket.socket]] = []
-        self.cut_event = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.cut_event.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            self.pairs.append((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        try:
-            while not self.cut_event.is_set():
-                ready, _, _ = select.select([a, b], [], [], 0.2)
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    (b if s is a else a).sendall(data)
-        except OSError:
-            return
-
-    def cut(self) -> None:
-        """The network goes away: every connection through the proxy is dropped."""
-        self.cut_event.set()
-        for sock in [self.listener, *(s for pair in self.pairs for s in pair)]:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()

@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
 from fault_helpers import (
-    CuttableProxy,
     acquired_run,
     create_invoices,
     duplicate_invoices,
@@ -28,6 +28,7 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
+from tcp_proxy import SwitchableProxy
 
 SLOT = "2030-01-01T02:00:00+00:00"
 TENANTS = 8
@@ -151,7 +152,7 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
     parts = urlsplit(pg_url)
     if not parts.hostname:  # the embedded server of a bare machine: a Unix socket only
         pytest.skip("needs PostgreSQL on TCP to put a proxy in front (set LOCKCONSOLE_TEST_PG_URL)")
-    proxy = CuttableProxy((parts.hostname, parts.port or 5432))
+    proxy = SwitchableProxy((parts.hostname, parts.port or 5432))
     proxied = pg_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{proxy.port}")
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
@@ -177,7 +178,7 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
                                              (holder.session_id,)).fetchone(),
                  what="the server to end the cut session")  # fmt: skip
     finally:
-        proxy.cut()
+        proxy.close()
     direct = tmp_path / "direct.toml"
     direct.write_text(text.replace(f'url = "{proxied}"', f'url = "{pg_url}"'))
     b = start_worker(direct, job, "web-2", table, *FAST)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from fault_helpers import (
     acquired_run,
     create_invoices,

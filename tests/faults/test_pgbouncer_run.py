@@ -12,11 +12,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fault_helpers import job_config, runs_of, worker_env
 from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
 
 from lockconsole.config import load_config
 from lockconsole.console import Console
+
+from fault_helpers import job_config, runs_of, worker_env
 
 MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
 

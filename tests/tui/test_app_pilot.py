@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from tcp_proxy import SwitchableProxy
 from textual.widgets import DataTable, Input, RichLog, Static
 
 from lockconsole.config import Config, parse_config
@@ -28,6 +27,8 @@ from lockconsole.tui.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.urls import parse_url
+
+from tcp_proxy import SwitchableProxy
 
 SIZE = (100, 30)
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from tcp_proxy import SwitchableProxy
 from textual.widgets import Static
 
 from lockconsole.config import Config, parse_config
@@ -33,6 +32,8 @@ from lockconsole.console import Console
 from lockconsole.ledger import Ledger
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.holders_view import HoldersView
+
+from tcp_proxy import SwitchableProxy
 
 SIZE = (110, 30)
 
