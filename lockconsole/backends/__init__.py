@@ -7,6 +7,7 @@ The runner drives every backend the same way:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -37,9 +38,36 @@ class LockBase:
     """`with lock:` releases a held lock on the way out, then closes the connection."""
 
     held: bool
+    lost_on_release: bool
 
     def release(self, *args: Any) -> None:
         raise NotImplementedError
+
+    def _gone(self) -> bool:
+        raise NotImplementedError
+
+    def _error(self, what: str, exc: BaseException) -> Exception:
+        raise NotImplementedError
+
+    def _unlock(self, run: Callable[[], Any], errors: tuple[type[BaseException], ...],
+                what: str) -> None:  # fmt: skip
+        """Run the unlock statement; a false result or a dead connection sets lost_on_release
+        (the session's locks died with it) instead of raising."""
+        if not self.held:
+            return
+        self.held = False
+        if self._gone():
+            self.lost_on_release = True
+            return
+        try:
+            row = run()
+        except errors as exc:
+            if self._gone():
+                self.lost_on_release = True
+                return
+            raise self._error(what, exc) from None
+        if not (row and row[0]):
+            self.lost_on_release = True
 
     def close(self) -> None:
         raise NotImplementedError

@@ -85,21 +85,8 @@ class MysqlLock(LockBase):
         """RELEASE_LOCK; a 0/NULL result or a dead connection sets lost_on_release instead."""
         import pymysql
 
-        if not self.held:
-            return
-        self.held = False
-        if self._gone():
-            self.lost_on_release = True
-            return
-        try:
-            row = self._fetch("release_lock")
-        except (pymysql.MySQLError, OSError) as exc:
-            if self._gone():  # the connection died, and its locks with it
-                self.lost_on_release = True
-                return
-            raise self._error(f"RELEASE_LOCK({self.name!r})", exc) from None
-        if not (row and row[0] == 1):
-            self.lost_on_release = True
+        self._unlock(lambda: self._fetch("release_lock"), (pymysql.MySQLError, OSError),
+                     f"RELEASE_LOCK({self.name!r})")  # fmt: skip
 
     def reusable(self) -> bool:
         """Released cleanly and still connected: fit for another attempt."""

@@ -182,21 +182,11 @@ class PgSessionLock(_PgLock):
         """pg_advisory_unlock; a false result or a dead session sets lost_on_release instead."""
         import psycopg
 
-        if not self.held:
-            return
-        self.held = False
-        if self._gone():
-            self.lost_on_release = True
-            return
-        try:
-            row = self.conn.execute(self._sql("advisory_unlock"), self._params).fetchone()
-        except psycopg.Error as exc:
-            if self._gone():  # the session died, and its locks with it
-                self.lost_on_release = True
-                return
-            raise self._error("pg_advisory_unlock", exc) from None
-        if not (row and row[0]):
-            self.lost_on_release = True
+        self._unlock(
+            lambda: self.conn.execute(self._sql("advisory_unlock"), self._params).fetchone(),
+            (psycopg.Error,),
+            "pg_advisory_unlock",
+        )
 
 
 class PgXactLock(_PgLock):
