@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 from .models import Job
 
 MAX_EARLY = timedelta(seconds=30)  # an attempt this close before a firing belongs to that firing
+_WINDOWS: dict[tuple[str, str], tuple[datetime, datetime]] = {}  # last firings found, by schedule
 
 
 def utcnow() -> datetime:
@@ -31,11 +32,27 @@ def slot_for(job: Job, at: datetime) -> datetime:
     at = at.astimezone(UTC)
     if not job.schedule:
         return at.replace(second=0, microsecond=0)
-    base = at.replace(microsecond=0) + timedelta(seconds=1)
-    prev = _cron(job, base).get_prev(datetime).astimezone(UTC)
-    nxt = _cron(job, prev).get_next(datetime).astimezone(UTC)
+    prev, nxt = _firings_around(job, at.replace(microsecond=0))
     tolerance = min(MAX_EARLY, (nxt - prev) / 4)
     return nxt if nxt - at <= tolerance else prev
+
+
+def _firings_around(job: Job, second: datetime) -> tuple[datetime, datetime]:
+    """The latest firing at or before `second` and the one after it (UTC).
+
+    Parsing a cron expression costs more than a lock round trip, so the last pair found for each
+    schedule is kept: any `second` between them has the same pair.
+    """
+    key = (job.schedule, job.timezone)
+    window = _WINDOWS.get(key)
+    if window is not None and window[0] <= second < window[1]:
+        return window
+    prev = _cron(job, second + timedelta(seconds=1)).get_prev(datetime).astimezone(UTC)
+    nxt = _cron(job, prev).get_next(datetime).astimezone(UTC)
+    if len(_WINDOWS) > 1024:  # schedules come from config files: a bound, not a policy
+        _WINDOWS.clear()
+    _WINDOWS[key] = (prev, nxt)
+    return prev, nxt
 
 
 def next_fire(job: Job, after: datetime) -> datetime | None:
