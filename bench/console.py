@@ -165,7 +165,7 @@ def run() -> list[Row]:
 
 
 def _fallback_holders() -> list[Any]:
-    from lockconsole.models import Holder
+    from lockconsole.views import Holder
 
     return [Holder(database="billing", kind="advisory", key=str(100_000 + i), key_kind="int64",
                    granted=True, source="pg_locks", pid=20_000 + i % 50, state="idle")

@@ -10,7 +10,8 @@ from typing import Any
 from rich.console import Console as RichConsole
 from rich.table import Table
 
-from .models import Holder, Run, Snapshot
+from .models import Run
+from .views import Holder, Snapshot
 
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
 out = RichConsole(highlight=False, width=None if sys.stdout.isatty() else 200)

@@ -22,9 +22,10 @@ from .config import Config
 from .console_duplicates import DuplicatesMixin
 from .console_parts import Calls, WaitsMixin, budget_of, open_inspector, timeouts_of, wait_for
 from .errors import ConfigError, DatabaseError, UsageError
-from .models import Alert, Database, Holder, Job, JobStatus, Run, Snapshot
+from .models import Database, Job, Run
 from .slots import next_fire, utcnow
 from .urls import scrub
+from .views import Alert, Holder, JobStatus, Snapshot
 
 log = logging.getLogger("lockconsole.console")
 LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads

@@ -35,8 +35,9 @@ from .backends.sa import engine_for
 from .config import check_column, check_identifier
 from .errors import ConfigError, DatabaseError
 from .idempotency import unique_key_ddl
-from .models import Database, DuplicateGroup, Idempotency
+from .models import Database, Idempotency
 from .urls import parse_url, scrub
+from .views import DuplicateGroup
 
 ROWS_LIMIT = 1000  # rows shown of one group
 EXPORT_BATCH = 1000  # rows fetched per round trip while exporting

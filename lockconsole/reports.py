@@ -20,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from .models import Alert, Holder, Job, Run, SlotReport
+from .models import Job, Run
+from .views import Alert, Holder, SlotReport
 
 GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
 ALERT_STATUSES = ("double_run", "missed", "lock_lost", "failed")

@@ -12,16 +12,17 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .backends import Lock, open_lock
 from .errors import DatabaseError, LockLostError
 from .ledger import Ledger
-from .models import Database, Job, Run, Trigger
+from .models import Database, Job, Run, Trigger, evolve
 from .sessions import Session, SessionRegistry, session_key
 from .slots import manual_slot, slot_for, utcnow
+from .watchdog import WATCHDOGS, Watch
 
 log = logging.getLogger("lockconsole.runner")
 
@@ -61,6 +62,9 @@ def exit_code_for(run: Run) -> int:
 
 def log_attempt(event: str, run: Run, **extra: object) -> None:
     """One structured (logfmt) line per attempt, as the seed advises."""
+    level = logging.WARNING if event in ("lock_lost", "failed") else logging.INFO
+    if not log.isEnabledFor(level):
+        return
     fields: dict[str, object] = {
         "event": event,
         "job": run.job,
@@ -81,7 +85,6 @@ def log_attempt(event: str, run: Run, **extra: object) -> None:
         fields["message"] = run.message
     fields.update(extra)
     line = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items() if v is not None)
-    level = logging.WARNING if event in ("lock_lost", "failed") else logging.INFO
     log.log(level, "%s", line)
 
 
@@ -104,8 +107,7 @@ class Attempt:
     stop: threading.Event = field(default_factory=threading.Event)
     on_lock_lost: list[Callable[[Attempt], None]] = field(default_factory=list)
     on_stop: list[Callable[[str], None]] = field(default_factory=list)
-    _done: threading.Event = field(default_factory=threading.Event)
-    _watchdog: threading.Thread | None = None
+    _watch: Watch | None = None
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
@@ -126,29 +128,21 @@ class Attempt:
             callback(reason)
 
     def start_watchdog(self) -> None:
-        self._acquired_at = utcnow()
-        self._watchdog = threading.Thread(
-            target=self._watch, name=f"lockconsole-watchdog-{self.job.name}", daemon=True
-        )
-        self._watchdog.start()
-
-    def _watch(self) -> None:
         assert self.lock is not None
-        while not self._done.wait(self.job.watchdog_interval):
+        self._acquired_at = utcnow()
+        self._watch = WATCHDOGS.watch(
+            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lost
+        )
+
+    def _lost(self) -> None:
+        """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
+        self.lost.set()
+        log_attempt("lock_lost", self.run, message="lock or its connection went away")
+        for callback in self.on_lock_lost:
             try:
-                held = self.lock.still_held()
-            except Exception as exc:  # a watchdog must never die silently
-                log.debug("watchdog check failed: %s", exc)
-                held = False
-            if not held and not self._done.is_set():
-                self.lost.set()
-                log_attempt("lock_lost", self.run, message="lock or its connection went away")
-                for callback in self.on_lock_lost:
-                    try:
-                        callback(self)
-                    except Exception:  # the job's callback must not stop the release
-                        log.exception("on_lock_lost callback failed")
-                return
+                callback(self)
+            except Exception:  # the job's callback must not stop the release
+                log.exception("on_lock_lost callback failed")
 
     def finish(
         self, outcome: str, *, exit_code: int | None = None, message: str | None = None
@@ -156,9 +150,8 @@ class Attempt:
         """Stop the watchdog, honour min_hold, release the lock and record the outcome."""
         if not self.acquired:
             return self.run
-        self._done.set()
-        if self._watchdog is not None:
-            self._watchdog.join()
+        if self._watch is not None:
+            self._watch.stop()  # returns once no check (or its on_lock_lost) is running
         if self.lost.is_set():
             outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
@@ -185,7 +178,9 @@ class Attempt:
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
-        if self.job.strategy == "lease" or outcome == "lock_lost" or self._acquired_at is None:
+        if not self.job.min_hold or self.job.strategy == "lease" or outcome == "lock_lost":
+            return
+        if self._acquired_at is None:
             return
         remaining = (self._acquired_at + self.job.min_hold - utcnow()).total_seconds()
         if remaining > 0:
@@ -244,7 +239,7 @@ def begin(
                 reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
                 return _skipped(job, ledger, base, reason, lock, sessions, key)
         run = ledger.record(
-            replace(base, outcome="acquired", session_id=lock.session_id,
+            evolve(base, outcome="acquired", session_id=lock.session_id,
                     fencing_token=lock.fencing_token)
         )  # fmt: skip
     except BaseException:
@@ -324,7 +319,7 @@ def _skipped(job: Job, ledger: Ledger, base: Run, reason: str, lock: Lock,
              sessions: SessionRegistry | None, key: tuple[Any, ...]) -> Attempt:  # fmt: skip
     """Record a skip; the lock (not held) and the ledger go back to `sessions` or are closed."""
     try:
-        run = ledger.record(replace(base, outcome="skipped", finished_at=utcnow(), message=reason))
+        run = ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))
     except BaseException:
         _give_back(sessions, key, lock, ledger, keep=False)
         raise

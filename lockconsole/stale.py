@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from .models import Holder, Job, Run
+from .models import Job, Run
+from .views import Holder
 
 FINISHED = frozenset({"succeeded", "failed", "lock_lost"})
 SETTLE = timedelta(seconds=2)  # a run finished this recently may be mid-release: not stale yet

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from lockconsole import console as console_module
 from lockconsole.config import parse_config
 from lockconsole.console import Console
-from lockconsole.models import Holder
 from lockconsole.stale import mark_stale
+from lockconsole.views import Holder
 
 
 def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]

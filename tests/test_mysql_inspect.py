@@ -15,8 +15,9 @@ import pytest
 
 from lockconsole.audit import Actor, AuditLog
 from lockconsole.backends.mysql_inspect import SOURCE_NAMES, MysqlInspector
-from lockconsole.models import Database, Holder, Job, LockKey
+from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
+from lockconsole.views import Holder
 
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")

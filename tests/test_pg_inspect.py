@@ -15,8 +15,9 @@ import pytest
 from lockconsole.audit import Actor, AuditLog
 from lockconsole.backends.pg_inspect import PgInspector, hidden_message
 from lockconsole.errors import DatabaseError
-from lockconsole.models import Database, Holder, Job, LockKey
+from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
+from lockconsole.views import Holder
 
 ACTOR = Actor("tester", "testhost")
 Connect = Callable[..., Any]

@@ -22,10 +22,11 @@ import pytest
 from psycopg import sql
 
 from lockconsole.config import Config, load_config
-from lockconsole.models import Holder, Idempotency, Job, LockKey, Run
+from lockconsole.models import Idempotency, Job, LockKey, Run
 from lockconsole.reports import alerts, firings, format_slot, slot_reports
 from lockconsole.slots import slot_for, utcnow
 from lockconsole.stale import ORPHANED, format_duration, mark_stale
+from lockconsole.views import Holder
 
 from conftest import PYTHON
 from runner_helpers import lockconsole, runs_of

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..audit import Actor, AuditLog
-from ..models import Holder, Job
+from ..models import Job
+from ..views import Holder
 
 ReleaseStatus = Literal["released", "holder_changed", "denied", "error"]
 

@@ -17,8 +17,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..audit import Actor, AuditLog
 from ..errors import DatabaseError, LockconsoleError
-from ..models import Database, Holder, Job
+from ..models import Database, Job
 from ..urls import scrub
+from ..views import Holder
 from .connect import Timeouts, first_line
 from .inspect import HolderList, ReleaseResult, ReleaseStatus
 from .lease_table import FENCING, SHEDLOCK_COLUMNS, db_now, lease_table, table_columns

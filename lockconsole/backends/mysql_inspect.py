@@ -27,8 +27,9 @@ from typing import Any, Literal
 from .. import sqlfiles
 from ..audit import Actor, AuditLog
 from ..errors import DatabaseError, LockconsoleError
-from ..models import Database, Holder, Job
+from ..models import Database, Job
 from ..urls import scrub
+from ..views import Holder
 from .connect import Timeouts, connect_mysql, first_line
 from .inspect import HolderList, ReleaseResult, ReleaseStatus
 

@@ -27,8 +27,9 @@ from .. import sqlfiles
 from ..audit import Actor, AuditLog
 from ..errors import DatabaseError
 from ..keys import oid_to_int4, pg_locks_identity
-from ..models import Database, Holder, Job, LockKey
+from ..models import Database, Job, LockKey
 from ..urls import scrub
+from ..views import Holder
 from .connect import Timeouts, connect_pg, first_line
 from .inspect import HolderList, ReleaseResult
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..console import Console
 from ..ledger import Ledger
-from ..models import Run, SlotReport, Snapshot
+from ..models import Run
 from ..reports import GOT_LOCK
+from ..views import SlotReport, Snapshot
 from . import BILLING_JOB, INSTANCES
 from .fleet import Fleet
 from .scenario import Scenario

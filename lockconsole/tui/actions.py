@@ -12,7 +12,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import DataTable, Input, RichLog
 
-from ..models import Holder
+from ..views import Holder
 from .bindings import ACTIONS, DASHBOARD, MUTATING, VIEW_KEYS
 from .holders_view import HoldersView
 from .messages import HolderReleased, JobTriggered

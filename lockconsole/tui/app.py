@@ -23,7 +23,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 from textual.worker import Worker, WorkerState
 
-from ..models import Snapshot
+from ..views import Snapshot
 from .actions import ActionsMixin
 from .bindings import app_bindings
 from .fmt import age

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from ..models import Holder
+from ..views import Holder
 from .screens.run_detail import fmt_time
 
 DIALOG_CSS = """

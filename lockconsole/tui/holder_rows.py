@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..models import Holder
+from ..views import Holder
 
 GroupBy = Literal["job", "session"]
 Flag = Literal["header", "held", "waiting", "stale", "unmapped"]

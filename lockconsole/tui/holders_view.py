@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..models import Holder
+from ..views import Holder
 from .fmt import age
 from .holder_rows import AGE_FIELD, COLUMNS, FIELDS, WIDTHS, HolderRow, HolderRows
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ..backends.inspect import ReleaseResult
-from ..models import Run, Snapshot
+from ..models import Run
+from ..views import Snapshot
 from .holder_rows import HolderRows
 
 

@@ -12,7 +12,8 @@ from datetime import datetime
 
 from rich.text import Text
 
-from ..models import JobStatus, Run, SlotReport, Snapshot
+from ..models import Run
+from ..views import JobStatus, SlotReport, Snapshot
 from .fmt import age, duration, seconds, when
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")

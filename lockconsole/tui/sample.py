@@ -17,8 +17,9 @@ from typing import Any
 
 from ..backends.inspect import ReleaseResult
 from ..config import Config, parse_config
-from ..models import DuplicateGroup, Holder, Idempotency, JobStatus, Run, Snapshot
+from ..models import Idempotency, Run
 from ..slots import next_fire
+from ..views import DuplicateGroup, Holder, JobStatus, Snapshot
 
 FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
 INSTANCES = ("web-1", "web-2", "web-3")

@@ -18,13 +18,13 @@ from typing import Any
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerFailed
 
-from lockconsole.models import Snapshot
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.confirm import ReleaseModal
 from lockconsole.tui.holder_rows import holder_key
 from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
 from lockconsole.tui.tables import selected_key
+from lockconsole.views import Snapshot
 
 
 def sync(test: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,12 +21,12 @@ from textual.widgets import DataTable, Input, RichLog, Static
 
 from lockconsole.config import Config, parse_config
 from lockconsole.console import Console, ReadOnlyError
-from lockconsole.models import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.urls import parse_url
+from lockconsole.views import Holder
 
 from tcp_proxy import SwitchableProxy
 

@@ -22,7 +22,6 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static
 
 from lockconsole.config import parse_config
-from lockconsole.models import Holder
 from lockconsole.tui.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
 from lockconsole.tui.screens import (
@@ -31,6 +30,7 @@ from lockconsole.tui.screens import (
     RunDetailScreen,
     TimelineScreen,
 )
+from lockconsole.views import Holder
 
 TENANTS = 120  # each charged three times in 2026-11: 120 groups, 240 surplus rows
 

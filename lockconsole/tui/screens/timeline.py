@@ -24,8 +24,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from ...models import Run, Snapshot
+from ...models import Run
 from ...reports import GOT_LOCK
+from ...views import Snapshot
 from .run_detail import RunDetailScreen, fmt_duration, fmt_time
 
 MAX_SLOTS = 60
