@@ -27,16 +27,15 @@ reads (`runs`, `slot_runs`) use SQLAlchemy Core.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 from . import sqlfiles
-from .backends.connect import connect, first_line
+from .backends.connect import connect, first_line, prepare_if_direct
 from .errors import DatabaseError
 from .ledger_schema import TABLE, schema  # noqa: F401  (TABLE is public here)
-from .models import Database, Run
+from .models import Database, Run, evolve
 from .urls import scrub
 
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
@@ -46,6 +45,7 @@ COLUMNS = (
     "id", "job", "slot", "instance", "host", "pid", "trigger", "outcome", "started_at",
     "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
 )  # fmt: skip
+_INSERT_COLUMNS = COLUMNS[1:]  # all but id
 _TIME_COLUMNS = ("slot", "started_at", "finished_at")
 _SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 # PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
@@ -116,6 +116,7 @@ class Ledger:
         self._borrowed = False  # _conn is another object's (a lock's): close() leaves it open
         self._engine: Any = None
         self._schema_checked = False
+        self._ports_seen = False  # the write connection's ports were looked at (insert_run)
 
     # connections
 
@@ -124,6 +125,7 @@ class Ledger:
         """The raw autocommit DB-API connection of the writes, opened on first use."""
         if self._conn is None:
             self._conn = connect(self.url, application_name=self.application_name)
+            self._ports_seen = False
         return self._conn
 
     def borrow(self, conn: Any) -> None:
@@ -133,6 +135,7 @@ class Ledger:
         """
         if self._conn is None:
             self._conn, self._borrowed = conn, True
+            self._ports_seen = False
 
     def reusable(self) -> bool:
         """True when the write connection is unopened, or open, healthy and idle."""
@@ -144,7 +147,7 @@ class Ledger:
         if self.dialect == "postgresql":
             from psycopg.pq import TransactionStatus
 
-            idle = conn.info.transaction_status == TransactionStatus.IDLE
+            idle = conn.pgconn.transaction_status == TransactionStatus.IDLE
             return bool(idle and not (conn.closed or conn.broken))
         if self.dialect == "mysql":
             return bool(conn.open)
@@ -175,15 +178,26 @@ class Ledger:
         """Insert one attempt (normally "skipped" or "acquired"); the Run comes back with its id."""
         if run.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {run.outcome!r} (expected one of {OUTCOMES})")
-        run = dataclasses.replace(run, message=truncate(run.message))
-        params = {name: getattr(run, name) for name in COLUMNS if name != "id"}
+        message = truncate(run.message)
+        if message is not run.message:
+            run = evolve(run, message=message)
+        fields = run.__dict__
+        params = {name: fields[name] for name in _INSERT_COLUMNS}
         for name in _TIME_COLUMNS:
             params[name] = to_db(params[name], self.dialect)
         if self.dialect == "postgresql":
-            new_id = self._execute("insert_run", params, lambda cur: cur.fetchone()[0])
+            new_id = self._execute("insert_run", params, self._returned_id)
         else:
             new_id = self._execute("insert_run", params, lambda cur: cur.lastrowid)
-        return dataclasses.replace(run, id=int(new_id))
+        return evolve(run, id=int(new_id))
+
+    def _returned_id(self, cur: Any) -> int:
+        """The new row's id; its ports let a direct connection prepare its statements."""
+        new_id, server_port, client_port = cur.fetchone()
+        if not self._ports_seen:
+            self._ports_seen = True
+            prepare_if_direct(cur.connection, server_port, client_port)
+        return int(new_id)
 
     def finish(
         self,
@@ -209,7 +223,7 @@ class Ledger:
             "message": message,
         }
         self._execute("finish_run", params, lambda cur: None)
-        return dataclasses.replace(
+        return evolve(
             run,
             outcome=outcome,  # type: ignore[arg-type]
             finished_at=finished_at,

@@ -16,14 +16,12 @@ ClientCursor in autocommit mode.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import sqlfiles
-from .backends.connect import connect_pg, first_line, pg_dsn
+from .backends.connect import connect_pg, first_line, local_address, pg_dsn
 from .models import Database, DatabaseURL, Job
 
 PGBOUNCER_PORT = 6432
@@ -106,8 +104,7 @@ def _ports(url: DatabaseURL) -> list[str]:
     try:
         server_port, client_port = conn.execute(sqlfiles.load("select_pooler_ports")).fetchone()
         dsn_port = int(conn.info.port)
-        with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-            local = sock.getsockname() if sock.family in (socket.AF_INET, socket.AF_INET6) else None
+        local = local_address(conn)
     finally:
         conn.close()
     found: list[str] = []

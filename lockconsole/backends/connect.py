@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +14,7 @@ from ..urls import scrub
 
 CONNECT_TIMEOUT = 10  # seconds
 _UNSUPPORTED_OPTIONS = "unsupported startup parameter"  # PgBouncer without options ignored
+PREPARE_THRESHOLD = 5  # psycopg's default: a statement run this often on a connection is prepared
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,39 @@ def connect_pg(
         )
     except psycopg.Error as exc:
         raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
+
+
+def local_address(conn: Any) -> Any:
+    """Our end of a psycopg connection's TCP socket, (host, port, ...); None over a Unix socket."""
+    try:
+        with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                return sock.getsockname()
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def prepare_if_direct(conn: Any, server_port: int | None, client_port: int | None) -> bool:
+    """Let psycopg prepare the statements a kept connection repeats, once it is known direct.
+
+    Our connections open with prepare_threshold=None: transaction pooling breaks named prepared
+    statements (FACTS 5.2). A connection is direct when the server saw the port we dialled
+    (inet_server_port()) and our socket's own port (inet_client_port()): a pooler or TCP proxy
+    in between shows other ports (FACTS 5.3). Over a Unix socket both are NULL and PgBouncer
+    cannot be ruled out, so such a connection stays unprepared. True if preparing was enabled.
+    """
+    if server_port is None or client_port is None or conn.prepare_threshold is not None:
+        return False
+    local = local_address(conn)
+    try:
+        dialled = int(conn.info.port)
+    except (TypeError, ValueError):
+        return False
+    if local is None or local[1] != client_port or dialled != server_port:
+        return False
+    conn.prepare_threshold = PREPARE_THRESHOLD
+    return True
 
 
 def connect_mysql(

@@ -24,11 +24,12 @@ from sqlalchemy import String, Table, bindparam, case, func, insert, select, upd
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 
+from .. import sqlfiles
 from ..errors import ConfigError, DatabaseError
 from ..models import Database, Job
 from ..urls import scrub
 from . import LockBase
-from .connect import first_line
+from .connect import first_line, prepare_if_direct
 from .lease_table import FENCING, db_now, ensure_lease_table, lease_table, plus
 from .sa import engine_for
 
@@ -92,6 +93,8 @@ class LeaseLock(LockBase):
             self._errors = (SQLAlchemyError, *_driver_errors(self.dialect))
         if self._conn is None:
             self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            if self.dialect == "postgresql":
+                _prepare_if_direct(self._conn.connection.dbapi_connection)
         if self._table is None:
             table_name = self.job.lease_table
             try:
@@ -302,6 +305,13 @@ class LeaseLock(LockBase):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _prepare_if_direct(dbapi: Any) -> None:
+    """Let a direct PostgreSQL connection prepare the lease statements it repeats (not a pooled
+    one: see connect.prepare_if_direct). One round trip per new connection."""
+    server_port, client_port = dbapi.execute(sqlfiles.load("select_pooler_ports")).fetchone()
+    prepare_if_direct(dbapi, server_port, client_port)
 
 
 def _driver_errors(dialect: str) -> tuple[type[BaseException], ...]:

@@ -22,7 +22,7 @@ from ..keys import pg_locks_identity
 from ..models import Database, Job
 from ..urls import scrub
 from . import LockBase
-from .connect import connect_pg, first_line
+from .connect import connect_pg, first_line, prepare_if_direct
 
 log = logging.getLogger("lockconsole.runner")
 
@@ -54,6 +54,7 @@ class _PgLock(LockBase):
             zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key), strict=True)
         )
         self._timeout_set = False
+        self._ports_seen = False  # prepare_if_direct has looked at this connection's ports
         self.conn: Any = connect_pg(database.url, application_name=application_name)
         _fail_fast(self.conn)
 
@@ -63,6 +64,12 @@ class _PgLock(LockBase):
     def _error(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
+
+    def _note_ports(self, server_port: int | None, client_port: int | None) -> None:
+        """Once per connection: prepare repeated statements if it is direct (no pooler)."""
+        if not self._ports_seen:
+            self._ports_seen = True
+            prepare_if_direct(self.conn, server_port, client_port)
 
     def _gone(self) -> bool:
         return bool(self.conn.closed or self.conn.broken)
@@ -93,7 +100,7 @@ class _PgLock(LockBase):
 
         if self.held or self.lost_on_release or self._gone():
             return False
-        return bool(self.conn.info.transaction_status == TransactionStatus.IDLE)
+        return bool(self.conn.pgconn.transaction_status == TransactionStatus.IDLE)
 
     def close(self) -> None:
         """Close the connection (idempotent); any lock of the session dies with it."""
@@ -118,6 +125,7 @@ class PgSessionLock(_PgLock):
     """
 
     strategy = "pg-session"
+    _guard_passed = False  # a try on this connection got past the pooler guard
 
     def acquire(self) -> bool:
         """Try once without waiting; True when this session now holds the key."""
@@ -136,14 +144,26 @@ class PgSessionLock(_PgLock):
         return self.held
 
     def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
+        """(got, server port); got is None when the pooler guard stopped the statement.
+
+        The guard is a property of the connection, so once it has let a try through on this
+        connection the later tries use the plain statement (no server port: nothing to warn).
+        """
         import psycopg
 
-        params = {**self._params, "any_port": any_port, "port": self._dsn_port()}
         try:
+            if self._guard_passed:
+                row = self.conn.execute(self._sql("try_advisory_lock_plain"), self._params)
+                got, pid = row.fetchone()
+                self.session_id = int(pid)
+                return got, None
+            params = {**self._params, "any_port": any_port, "port": self._dsn_port()}
             row = self.conn.execute(self._sql("try_advisory_lock"), params).fetchone()
         except psycopg.Error as exc:
             raise self._error("pg_try_advisory_lock", exc) from None
         self.session_id = int(row[1])
+        self._note_ports(row[2], row[3])
+        self._guard_passed = row[0] is not None
         return row[0], row[2]
 
     def _dsn_port(self) -> int:
@@ -218,6 +238,7 @@ class PgXactLock(_PgLock):
                 pass
             raise self._error("pg_try_advisory_xact_lock", exc) from None
         self.session_id = int(row[1])
+        self._note_ports(row[2], row[3])
         if not row[0]:
             self._end(commit=False)
             return False

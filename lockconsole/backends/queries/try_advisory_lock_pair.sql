@@ -1,1 +1,1 @@
-SELECT CASE WHEN %(any_port)s::boolean OR inet_server_port() IS NULL OR inet_server_port() = %(port)s::integer THEN pg_try_advisory_lock(%(key1)s::integer, %(key2)s::integer) END, pg_backend_pid(), inet_server_port()
+SELECT CASE WHEN %(any_port)s::boolean OR inet_server_port() IS NULL OR inet_server_port() = %(port)s::integer THEN pg_try_advisory_lock(%(key1)s::integer, %(key2)s::integer) END, pg_backend_pid(), inet_server_port(), inet_client_port()
