@@ -67,12 +67,14 @@ def _free_port() -> int:
 
 def _wait_listening(port: int, pid_file: Path, log: Path, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # daemonized: it may listen before it writes its pid file
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                if pid_file.exists() and pid_file.read_text().strip():
+                    return
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     text = log.read_text(errors="replace") if log.exists() else "(no log)"
     raise RuntimeError(f"PgBouncer did not listen on {port} (pid file {pid_file}): {text}")
 
