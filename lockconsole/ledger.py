@@ -46,6 +46,7 @@ COLUMNS = (
     "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
 )  # fmt: skip
 _INSERT_COLUMNS = COLUMNS[1:]  # all but id
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
 _TIME_COLUMNS = ("slot", "started_at", "finished_at")
 _SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 # PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
@@ -145,9 +146,7 @@ class Ledger:
         if self._borrowed:
             return False
         if self.dialect == "postgresql":
-            from psycopg.pq import TransactionStatus
-
-            idle = conn.pgconn.transaction_status == TransactionStatus.IDLE
+            idle = conn.pgconn.transaction_status == _IDLE
             return bool(idle and not (conn.closed or conn.broken))
         if self.dialect == "mysql":
             return bool(conn.open)

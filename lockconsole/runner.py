@@ -36,6 +36,7 @@ RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_
 SKIP_HELD = "lock held by another session"
 LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 _HOST = socket.gethostname()
+_EVENTS = threading.Lock()  # makes an Attempt's events on first use, once
 
 
 def default_instance(configured: str | None = None) -> str:
@@ -103,14 +104,35 @@ class Attempt:
     run: Run
     lock: Lock | None
     ledger: Ledger
-    lost: threading.Event = field(default_factory=threading.Event)
-    stop: threading.Event = field(default_factory=threading.Event)
+    _lost: threading.Event | None = None  # made on first use (most attempts never need them)
+    _stop: threading.Event | None = None
     on_lock_lost: list[Callable[[Attempt], None]] = field(default_factory=list)
     on_stop: list[Callable[[str], None]] = field(default_factory=list)
     _watch: Watch | None = None
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set when the watchdog finds the lock gone: wait on it, or pass it as a stop flag."""
+        if self._lost is None:
+            with _EVENTS:
+                if self._lost is None:
+                    self._lost = threading.Event()
+        return self._lost
+
+    @property
+    def stop(self) -> threading.Event:
+        """Set when the job is asked to stop (request_stop)."""
+        if self._stop is None:
+            with _EVENTS:
+                if self._stop is None:
+                    self._stop = threading.Event()
+        return self._stop
+
+    def _was_lost(self) -> bool:
+        return self._lost is not None and self._lost.is_set()
 
     @property
     def acquired(self) -> bool:
@@ -131,10 +153,10 @@ class Attempt:
         assert self.lock is not None
         self._acquired_at = utcnow()
         self._watch = WATCHDOGS.watch(
-            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lost
+            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone
         )
 
-    def _lost(self) -> None:
+    def _lock_gone(self) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
         self.lost.set()
         log_attempt("lock_lost", self.run, message="lock or its connection went away")
@@ -152,7 +174,7 @@ class Attempt:
             return self.run
         if self._watch is not None:
             self._watch.stop()  # returns once no check (or its on_lock_lost) is running
-        if self.lost.is_set():
+        if self._was_lost():
             outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
         clean = False
@@ -171,7 +193,7 @@ class Attempt:
                 clean = False
                 log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
             finally:
-                clean = clean and not self.lost.is_set() and self.run.outcome != "lock_lost"
+                clean = clean and not self._was_lost() and self.run.outcome != "lock_lost"
                 _give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
         log_attempt(self.run.outcome, self.run)
         return self.run

@@ -28,6 +28,7 @@ log = logging.getLogger("lockconsole.runner")
 
 CHECK_TIMEOUT = 10  # seconds: statement_timeout of the lock session
 TCP_GIVE_UP = 15  # seconds without an answer from the server before the socket fails
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
 _PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
 
 
@@ -96,11 +97,9 @@ class _PgLock(LockBase):
 
     def reusable(self) -> bool:
         """Released cleanly, connected and idle (no open transaction): fit for another attempt."""
-        from psycopg.pq import TransactionStatus
-
         if self.held or self.lost_on_release or self._gone():
             return False
-        return bool(self.conn.pgconn.transaction_status == TransactionStatus.IDLE)
+        return bool(self.conn.pgconn.transaction_status == _IDLE)
 
     def close(self) -> None:
         """Close the connection (idempotent); any lock of the session dies with it."""
