@@ -23,7 +23,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{where}{message} (see lockconsole --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the other commands
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand argv names (the first word that is not a global option), or None."""
+    value_follows = False
+    for token in argv:
+        if value_follows:
+            value_follows = False
+        elif token == "--config":
+            value_follows = True
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; for `run` and `schedule` (cron's cold start) only what they need."""
     from .config import SEARCH_ORDER_HELP
 
     parser = _Parser(
@@ -43,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_run
 
     cli_run.add_parsers(sub)
+    if command in RUN_PATH_COMMANDS:
+        return parser
     from . import cli_views
 
     cli_views.add_parsers(sub)
@@ -59,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_word(argv)).parse_args(argv)
         args.cmd = command
         if command and args.command != "run":
             raise UsageError("lockconsole: only 'run' takes a command after --")

@@ -195,3 +195,24 @@ def test_log_lines_are_structured(pg_url, uid, write_config, cli_env):
     assert f"event=acquired job={job}" in err and "instance=web-9" in err
     assert f"event=succeeded job={job}" in err
     assert os.environ.get("PGPASSWORD", "\0") not in err
+
+
+def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_env):
+    """`lockconsole run` (a cron job's cold start) imports no UI, no SQLAlchemy, no console code."""
+    job = f"lean_{uid}"
+    config = write_config(pg_job_config(pg_url, job, "pg-session"))
+    heavy = ("textual", "rich", "sqlalchemy", "lockconsole.tui", "lockconsole.views",
+             "lockconsole.console", "lockconsole.cli_views", "lockconsole.demo")  # fmt: skip
+    code = (
+        "import json, sys\n"
+        "from lockconsole.cli import main\n"
+        f"code = main(['--config', {str(config)!r}, 'run', {job!r}, '-q', '--', 'true'])\n"
+        f"loaded = sorted(m for m in sys.modules if m.startswith({heavy!r}))\n"
+        "print(json.dumps({'exit': code, 'loaded': loaded}))\n"
+    )
+    out = subprocess.run([PYTHON, "-c", code], env=cli_env, capture_output=True, text=True,
+                         timeout=60, check=True)  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"exit": 0, "loaded": []}
+    (run,) = runs_of(config, job)
+    assert run.outcome == "succeeded"
