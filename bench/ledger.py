@@ -110,6 +110,9 @@ def run() -> list[Row]:
     finally:
         raw.execute(f"DROP TABLE IF EXISTS {raw_table}")  # our own table, named per run
         raw.execute("DELETE FROM lockconsole_runs WHERE job LIKE %s", (f"bench_ledger_{u}_%",))
+        raw.execute(
+            "VACUUM lockconsole_runs"
+        )  # the next run's figures should not wade through them
         raw.close()
         ledger.close()
     n = len(recorded)
