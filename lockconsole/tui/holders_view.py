@@ -90,6 +90,7 @@ class HoldersView(ScrollView, can_focus=True):
         self.virtual_size = Size(self.columns.width, 1)
         self._styles: dict[str, Style] = {}
         self.painted = 0  # lines painted since mount (for measurements)
+        self._on_screen: dict[int, tuple[str, str]] = {}  # y -> (text, style name) last painted
 
     # --- data --------------------------------------------------------------------------
 
@@ -106,7 +107,19 @@ class HoldersView(ScrollView, can_focus=True):
             self._move(kept, notify=False)
         else:
             self._move(min(self.cursor, max(0, len(model.rows) - 1)), notify=False)
+        if (
+            len(model.rows) == len(old.rows)
+            and model.group_by == old.group_by
+            and self._unchanged()
+        ):
+            return  # the same lines would be painted: no repaint (most refreshes change nothing)
         self.refresh()
+
+    def _unchanged(self) -> bool:
+        """True when every visible line would be painted as it was last time."""
+        on_screen = self._on_screen
+        height = self.scrollable_content_region.height
+        return bool(on_screen) and all(on_screen.get(y) == self._line(y) for y in range(height))
 
     @property
     def selected(self) -> HolderRow | None:
@@ -192,21 +205,18 @@ class HoldersView(ScrollView, can_focus=True):
             self._styles[name] = style
         return style
 
-    def render_line(self, y: int) -> Strip:
-        self.painted += 1
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
+    def _line(self, y: int) -> tuple[str, str]:
+        """Line y of the view as (text, style name): what render_line paints there."""
         columns = self.columns
         if y == 0:
-            strip = Strip([Segment(columns.header, self._style("header"))], columns.width)
-            return strip.crop(scroll_x, scroll_x + width)
-        index = scroll_y + y - 1
+            return columns.header, "header"
+        index = self.scroll_offset.y + y - 1
         rows = self.model.rows
         if index >= len(rows):
             if not rows and y == 1:
                 text = "no lock holders" if not self.model.text_filter else "no holder matches"
-                return Strip([Segment(f"  {text}".ljust(width), self._style("group"))], width)
-            return Strip.blank(width, self._style(""))
+                return f"  {text}", "empty"
+            return "", "blank"
         row = rows[index]
         if row.flag == "header":
             text = columns.line(row.cells)
@@ -217,5 +227,17 @@ class HoldersView(ScrollView, can_focus=True):
         name = "group" if row.flag == "header" else ("" if row.flag == "held" else row.flag)
         if index == self.cursor:
             name = "cursor"
-        strip = Strip([Segment(text, self._style(name))], columns.width)
+        return text, name
+
+    def render_line(self, y: int) -> Strip:
+        self.painted += 1
+        scroll_x = self.scroll_offset.x
+        width = self.scrollable_content_region.width
+        text, name = line = self._line(y)
+        self._on_screen[y] = line
+        if name == "blank":
+            return Strip.blank(width, self._style(""))
+        if name == "empty":
+            return Strip([Segment(text.ljust(width), self._style("group"))], width)
+        strip = Strip([Segment(text, self._style(name))], self.columns.width)
         return strip.crop(scroll_x, scroll_x + width)

@@ -192,6 +192,36 @@ async def test_holders_view_at_10k_rows_paints_only_what_shows_and_keeps_the_cur
 
 
 @sync
+async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line() -> None:
+    now = [FROZEN_NOW]
+    holders = many_holders(2_000)
+    console = SampleConsole(holders=holders)
+    app = LockConsoleApp(console, clock=lambda: now[0], refresh=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        view = app.query_one(HoldersView)
+        view.painted = 0
+        app.action_refresh()  # the same holders, the same clock
+        await settle(app, pilot)
+        assert view.painted == 0
+        first = view.model.rows[0]
+        top = next(i for i, r in enumerate(view.model.rows) if r.holder is not None)
+        changed = list(holders)
+        changed[holders.index(view.model.rows[top].holder)] = replace(
+            view.model.rows[top].holder, application_name="changed-app"
+        )
+        console.set_snapshot(replace(console.snapshot(), holders=tuple(changed)))
+        app.action_refresh()  # one visible holder changed: the view repaints
+        await settle(app, pilot)
+        assert view.painted > 0 and view.model.rows[0] == first
+        view.painted = 0
+        now[0] = FROZEN_NOW + timedelta(hours=3)  # every age on screen changes
+        app.action_refresh()
+        await settle(app, pilot)
+        assert view.painted > 0
+
+
+@sync
 async def test_ages_come_from_the_injected_clock() -> None:
     now = [FROZEN_NOW]
     app = LockConsoleApp(SampleConsole(), clock=lambda: now[0], refresh=3600)
