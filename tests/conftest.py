@@ -102,6 +102,16 @@ def mysql_conn(mysql_url: str) -> Iterator[object]:
 
 
 @pytest.fixture
+def empty_registry() -> Iterator[None]:
+    """No kept run_once sessions before or after the test (lockconsole.sessions.REGISTRY)."""
+    from lockconsole.sessions import REGISTRY
+
+    REGISTRY.close_all()
+    yield
+    REGISTRY.close_all()
+
+
+@pytest.fixture
 def uid() -> str:
     """A short unique suffix, so tests never share job names, keys or tables."""
     return uuid.uuid4().hex[:10]

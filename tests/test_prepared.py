@@ -8,7 +8,6 @@ show anything in between (FACTS 5.3), or a Unix socket, must stay unprepared.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,11 +22,7 @@ from tcp_proxy import SwitchableProxy
 CYCLES = PREPARE_THRESHOLD + 5
 
 
-@pytest.fixture(autouse=True)
-def _empty_registry() -> Iterator[None]:
-    REGISTRY.close_all()
-    yield
-    REGISTRY.close_all()
+pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
 def _config(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]

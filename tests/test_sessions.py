@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -14,12 +13,7 @@ from lockconsole.ledger import Ledger
 from lockconsole.runner import begin
 from lockconsole.sessions import REGISTRY, SessionRegistry
 
-
-@pytest.fixture(autouse=True)
-def _empty_registry() -> Iterator[None]:
-    REGISTRY.close_all()
-    yield
-    REGISTRY.close_all()
+pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
 def config_for(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
