@@ -124,7 +124,6 @@ class LockConsoleApp(ActionsMixin, App[int]):
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
-        self._refresh_started = None
         snap = message.snapshot
         self.last_took = message.took
         failed = failed_databases(snap)
@@ -150,8 +149,12 @@ class LockConsoleApp(ActionsMixin, App[int]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: refresh, release and trigger."""
         worker = event.worker
-        if event.state == WorkerState.CANCELLED and worker.group == "refresh":
+        if worker.group == "refresh" and event.state in (WorkerState.SUCCESS,
+                                                         WorkerState.CANCELLED):  # fmt: skip
+            # only now may the next tick start a refresh: a worker that posted its snapshot
+            # but has not ended yet would be cancelled by the next (exclusive) one
             self._refresh_started = None
+            self._show_status()
         if event.state != WorkerState.ERROR:
             return
         error = worker.error
