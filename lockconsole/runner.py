@@ -116,20 +116,23 @@ class Attempt:
     @property
     def lost(self) -> threading.Event:
         """Set when the watchdog finds the lock gone: wait on it, or pass it as a stop flag."""
-        if self._lost is None:
-            with _EVENTS:
-                if self._lost is None:
-                    self._lost = threading.Event()
-        return self._lost
+        return self._event("_lost")
 
     @property
     def stop(self) -> threading.Event:
         """Set when the job is asked to stop (request_stop)."""
-        if self._stop is None:
+        return self._event("_stop")
+
+    def _event(self, attr: str) -> threading.Event:
+        """The event kept in `attr`, made on first use (once, whichever thread asks first)."""
+        event = getattr(self, attr)
+        if event is None:
             with _EVENTS:
-                if self._stop is None:
-                    self._stop = threading.Event()
-        return self._stop
+                event = getattr(self, attr)
+                if event is None:
+                    event = threading.Event()
+                    setattr(self, attr, event)
+        return event
 
     def _was_lost(self) -> bool:
         return self._lost is not None and self._lost.is_set()
