@@ -101,6 +101,16 @@ def mysql_conn(mysql_url: str) -> Iterator[object]:
     conn.close()
 
 
+@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
+def dialect_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test PostgreSQL, the test MariaDB/MySQL, then a fresh SQLite file: one test each."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    if request.param == "mysql":
+        return str(request.getfixturevalue("mysql_url"))
+    return f"sqlite:///{tmp_path / 'test.db'}"
+
+
 @pytest.fixture
 def empty_registry() -> Iterator[None]:
     """No kept run_once sessions before or after the test (lockconsole.sessions.REGISTRY)."""

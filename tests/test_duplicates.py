@@ -36,20 +36,15 @@ from lockconsole.errors import ConfigError, DatabaseError
 from lockconsole.models import Database, Idempotency
 from lockconsole.urls import parse_url
 
-DIALECTS = ["postgresql", "mysql", "sqlite"]
 TRIPLED = range(1, 121)  # tenants charged three times in 2026-11, by runs 2, 3 and 4
 PAIRED = range(1, 31)  # tenants charged twice in 2026-12, both by run 5 (a retry loop)
 GROUPS = len(TRIPLED) + len(PAIRED)  # 150
 SURPLUS = 2 * len(TRIPLED) + len(PAIRED)  # 270
 
 
-@pytest.fixture(params=DIALECTS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        return request.getfixturevalue("pg_url")
-    if request.param == "mysql":
-        return request.getfixturevalue("mysql_url")
-    return f"sqlite:///{tmp_path / 'billing.db'}"
+@pytest.fixture
+def url(dialect_url: str) -> str:
+    return dialect_url
 
 
 @pytest.fixture

@@ -27,16 +27,11 @@ from lockconsole.models import Database, Run
 from lockconsole.urls import parse_url
 
 ROOT = Path(__file__).resolve().parent.parent
-DIALECTS = ["postgresql", "mysql", "sqlite"]
 
 
-@pytest.fixture(params=DIALECTS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        return request.getfixturevalue("pg_url")
-    if request.param == "mysql":
-        return request.getfixturevalue("mysql_url")
-    return f"sqlite:///{tmp_path / 'ledger.db'}"
+@pytest.fixture
+def url(dialect_url: str) -> str:
+    return dialect_url
 
 
 @pytest.fixture
