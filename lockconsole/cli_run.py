@@ -116,17 +116,31 @@ def _target(job, cmd):  # type: ignore[no-untyped-def]
 
 
 def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # type: ignore[no-untyped-def]
+    """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
+    run; after, the job is stopped (or never started), the lock released, the outcome recorded.
+    A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
     from .execute import run_target
     from .runner import begin, default_instance, exit_code_for
+    from .stopping import Stop, Stopped, on_signals
 
     instance = instance or default_instance(config.instance)
-    attempt = begin(
-        job, config.database_for(job), config.ledger_for(job), instance=instance, slot=slot,
-        trigger="manual" if manual else "scheduled",
-    )  # fmt: skip
-    run = run_target(attempt, target)
+    stop = Stop()
+    with on_signals(stop):
+        try:
+            attempt = begin(
+                job, config.database_for(job), config.ledger_for(job), instance=instance,
+                slot=slot, trigger="manual" if manual else "scheduled", stop=stop,
+            )  # fmt: skip
+        except Stopped as exc:
+            logging.getLogger("lockconsole.runner").warning(
+                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
+            )
+            return 128 + (stop.signum or 15)
+        run = run_target(attempt, target)
     if as_json:
         print(json.dumps(run_json(run)), flush=True)
+    if stop.signum and run.outcome != "succeeded":
+        return 128 + stop.signum
     return exit_code_for(run)
 
 

@@ -2,6 +2,11 @@
 
 Run it on every instance instead of an unguarded in-app scheduler: each firing is one attempt
 per instance, the lock lets one through, and the ledger records them all.
+
+stop() (SIGTERM, SIGINT) reaches every attempt at whatever step it is: one still connecting or
+trying the lock gives up, one holding the lock records a failure and never starts its job, a
+running job gets SIGTERM then SIGKILL after stop_grace. run_forever() returns within the
+longest stop_grace + EXIT_SLACK seconds of the stop, whatever the attempts were doing.
 """
 
 from __future__ import annotations
@@ -9,14 +14,17 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from .config import Config
 from .models import Job
 from .slots import next_fire, utcnow
+from .stopping import Stop, Stopped
 
 log = logging.getLogger("lockconsole.scheduler")
+EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record and release
 
 
 class Scheduler:
@@ -29,19 +37,24 @@ class Scheduler:
         self.instance = instance
         self.clock = clock
         self.stopping = threading.Event()
+        self.stop_reason = "scheduler stopping"
+        self._stopped_at: float | None = None
         self._threads: list[threading.Thread] = []
-        self._attempts: dict[str, object] = {}
-        self._lock = threading.Lock()
+        self._stops: set[Stop] = set()  # one per attempt in flight
+        self._lock = threading.RLock()  # re-entrant: stop() may run in a signal handler
         from .sessions import SessionRegistry
 
         self.sessions = SessionRegistry()  # lock + ledger connections kept between firings
 
-    def stop(self, reason: str = "scheduler stopping") -> None:
-        self.stopping.set()
+    def stop(self, reason: str = "scheduler stopping", signum: int | None = None) -> None:
+        """Stop firing, and stop every attempt in flight at whatever step it is."""
         with self._lock:
-            attempts = list(self._attempts.values())
-        for attempt in attempts:
-            attempt.request_stop(reason)  # type: ignore[attr-defined]
+            if not self.stopping.is_set():
+                self.stop_reason, self._stopped_at = reason, time.monotonic()
+            self.stopping.set()
+            stops = list(self._stops)
+        for stop in stops:
+            stop.request(reason, signum)
 
     def run_forever(self, duration: float | None = None) -> int:
         """Fire jobs until stop(), SIGTERM/SIGINT, or `duration` seconds; then wait for runs.
@@ -50,7 +63,7 @@ class Scheduler:
         """
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda s, _f: self.stop(f"stopped by {signal.Signals(s).name}"))
+                signal.signal(sig, self._on_signal)
         if not self.jobs:
             log.warning("no job with a schedule to fire")
         started = self.clock()
@@ -71,11 +84,34 @@ class Scheduler:
                 wait = min(wait, duration - (self.clock() - started).total_seconds())
             self.stopping.wait(max(0.01, min(wait, 1.0)))
         # After --for, runs in flight finish; after stop() or a signal they were told to stop.
-        for thread in self._threads:
-            thread.join()
+        self._wait_for_runs()
         self.sessions.close_all()
         log.info("scheduler stopped instance=%s", self.instance)
         return 0
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.stop(f"stopped by {signal.Signals(signum).name}", signum)
+
+    def _wait_for_runs(self) -> None:
+        """Join the attempts; once stopped, for at most the longest stop_grace + EXIT_SLACK.
+
+        An attempt still busy then (a database that does not answer) is left to the process
+        exit: its connections close, and its job's supervisor stops the job.
+        """
+        grace = max((job.stop_grace for job in self.jobs), default=0.0) + EXIT_SLACK
+        while True:
+            alive = [t for t in self._threads if t.is_alive()]
+            if not alive:
+                return
+            if self._stopped_at is not None:
+                left = self._stopped_at + grace - time.monotonic()
+                if left <= 0:
+                    log.warning("exiting with %d attempt(s) unfinished %.1f s after the stop",
+                                len(alive), grace)  # fmt: skip
+                    return
+                alive[0].join(min(left, 0.2))
+            else:
+                alive[0].join(0.2)
 
     def _fire(self, job: Job, slot: datetime) -> None:
         thread = threading.Thread(target=self._attempt, args=(job, slot), daemon=True,
@@ -87,6 +123,11 @@ class Scheduler:
         from .execute import resolve_callable, run_target
         from .runner import begin
 
+        stop = Stop()
+        with self._lock:  # registered before the flag is read: stop() cannot miss it
+            self._stops.add(stop)
+            if self.stopping.is_set():
+                stop.request(self.stop_reason)
         try:
             target = list(job.command) if job.command else None
             if target is None and job.callable:
@@ -96,17 +137,13 @@ class Scheduler:
                 return
             attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
                             instance=self.instance, slot=slot,
-                            sessions=self.sessions)  # fmt: skip
-            if not attempt.acquired:
-                return
-            with self._lock:
-                self._attempts[job.name] = attempt
-            if self.stopping.is_set():
-                attempt.request_stop("scheduler stopping")
-            try:
-                run_target(attempt, target, handle_signals=False)
-            finally:
-                with self._lock:
-                    self._attempts.pop(job.name, None)
+                            sessions=self.sessions, stop=stop)  # fmt: skip
+            run_target(attempt, target, handle_signals=False)
+        except Stopped as exc:
+            log.info("job %s slot %s: %s before the lock was tried", job.name, slot.isoformat(),
+                     exc)  # fmt: skip
         except Exception as exc:  # one job's trouble must not stop the others
             log.error("job %s slot %s: %s", job.name, slot.isoformat(), exc)
+        finally:
+            with self._lock:
+                self._stops.discard(stop)
