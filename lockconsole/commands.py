@@ -130,8 +130,8 @@ class Command:
         Before the child exists, the stop is remembered: start() then does not start it.
         """
         with self._lock:
-            if self.stop_reason:
-                return
+            if self.stop_reason or (self.proc is not None and self.proc.returncode is not None):
+                return  # stopped already, or ended (and waited for) before the stop came
             self.stop_reason = reason
             self.grace = grace
             if self.proc is None:

@@ -28,6 +28,7 @@ BEFORE_SPAWN = "before_spawn"  # Command.start(): the job's supervisor not start
 AFTER_SPAWN = "after_spawn"  # Command.start(): the supervisor exists, the job not started
 JOB_STARTED = "job_started"  # Command.start(): the job was told to start
 BEFORE_RECORD = "before_record"  # run_target(): the job ended; not recorded nor released yet
+STOP_REQUESTED = "stop_requested"  # Stop.request(): a stop was requested and passed on
 ATTEMPT_POINTS = (
     CONNECTING,
     BEFORE_TRY_LOCK,

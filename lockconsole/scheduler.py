@@ -12,6 +12,8 @@ longest stop_grace + EXIT_SLACK seconds of the stop, whatever the attempts were 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import signal
 import threading
 import time
@@ -42,6 +44,7 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self._stops: set[Stop] = set()  # one per attempt in flight
         self._lock = threading.RLock()  # re-entrant: stop() may run in a signal handler
+        self._wake: tuple[int, int] | None = None  # wakes the main loop at once on a stop
         from .sessions import SessionRegistry
 
         self.sessions = SessionRegistry()  # lock + ledger connections kept between firings
@@ -53,6 +56,11 @@ class Scheduler:
                 self.stop_reason, self._stopped_at = reason, time.monotonic()
             self.stopping.set()
             stops = list(self._stops)
+            if self._wake is not None:  # under the lock: run_forever closes it under it too
+                try:
+                    os.write(self._wake[1], b"s")
+                except BlockingIOError:  # full: the loop is woken already
+                    pass
         for stop in stops:
             stop.request(reason, signum)
 
@@ -61,9 +69,26 @@ class Scheduler:
 
         stop() and the signals stop running jobs too; the end of `duration` lets them finish.
         """
+        self._wake = os.pipe()
+        for fd in self._wake:
+            os.set_blocking(fd, False)
+        previous_wakeup = None
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, self._on_signal)
+            # a signal delivered to a job thread wakes the main loop through this pipe too
+            previous_wakeup = signal.set_wakeup_fd(self._wake[1])
+        try:
+            return self._loop(duration)
+        finally:
+            if previous_wakeup is not None:
+                signal.set_wakeup_fd(previous_wakeup)
+            with self._lock:
+                wake, self._wake = self._wake, None
+            for fd in wake or ():
+                os.close(fd)
+
+    def _loop(self, duration: float | None) -> int:
         if not self.jobs:
             log.warning("no job with a schedule to fire")
         started = self.clock()
@@ -82,7 +107,7 @@ class Scheduler:
             wait = min((t - self.clock()).total_seconds() for t in upcoming) if upcoming else 1.0
             if duration is not None:
                 wait = min(wait, duration - (self.clock() - started).total_seconds())
-            self.stopping.wait(max(0.01, min(wait, 1.0)))
+            self._nap(max(0.01, min(wait, 1.0)))
         # After --for, runs in flight finish; after stop() or a signal they were told to stop.
         self._wait_for_runs()
         self.sessions.close_all()
@@ -109,9 +134,18 @@ class Scheduler:
                     log.warning("exiting with %d attempt(s) unfinished %.1f s after the stop",
                                 len(alive), grace)  # fmt: skip
                     return
-                alive[0].join(min(left, 0.2))
+                self._nap(min(left, 0.05))
             else:
-                alive[0].join(0.2)
+                self._nap(0.05)
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep up to `seconds`; a stop or a signal (on any thread) ends it at once."""
+        assert self._wake is not None
+        if select.select([self._wake[0]], [], [], seconds)[0]:
+            try:
+                os.read(self._wake[0], 512)
+            except BlockingIOError:
+                pass
 
     def _fire(self, job: Job, slot: datetime) -> None:
         thread = threading.Thread(target=self._attempt, args=(job, slot), daemon=True,

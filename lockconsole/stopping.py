@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from . import faultpoints
+
 
 class Stopped(BaseException):
     """The attempt was stopped before it held the lock: nothing ran and nothing is held.
@@ -28,7 +30,7 @@ class Stop:
         self.reason: str | None = None
         self.signum: int | None = None  # the signal that asked, for the runner's exit code
         self._callbacks: list[Callable[[str], None]] = []
-        self._interruptible = 0
+        self._interruptible = 0  # > 0 while the main thread is in an interruptible step
 
     def is_set(self) -> bool:
         return self.event.is_set()
@@ -37,13 +39,17 @@ class Stop:
         return self.event.wait(timeout)
 
     def request(self, reason: str, signum: int | None = None) -> None:
-        """Ask to stop; the first reason wins. Raises Stopped in the main thread while it is
-        blocked in a step that holds nothing (opening connections), so that step ends now."""
-        if not self.event.is_set():
+        """Ask to stop; the first reason wins. Raises Stopped when called (by a signal handler)
+        in the main thread while that thread is in a step that holds nothing (connecting),
+        so that step ends now."""
+        first = not self.event.is_set()
+        if first:
             self.reason, self.signum = reason, signum
         self.event.set()  # set before the callbacks are read (see on_request)
         for callback in list(self._callbacks):
             callback(self.reason or reason)
+        if first:
+            faultpoints.reach(faultpoints.STOP_REQUESTED)
         if self._interruptible and threading.current_thread() is threading.main_thread():
             raise Stopped(self.reason or reason)
 
@@ -65,8 +71,11 @@ class Stop:
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
-        """While inside, a request made by a signal handler raises Stopped in the main thread."""
+        """Inside, in the main thread, a request made by a signal handler raises Stopped."""
         self.check()
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
         self._interruptible += 1
         try:
             yield

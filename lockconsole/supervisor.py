@@ -78,6 +78,7 @@ def main(args: list[str]) -> int:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGCHLD, lambda _s, _f: None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a runner thread may block it
 
     while not term[0]:  # wait for "go" from the runner
         ready, _, _ = select.select([ctl, wake_r], [], [])
