@@ -100,7 +100,25 @@ def dispatch(args: argparse.Namespace) -> int:
     from .scheduler import Scheduler
 
     instance = check_instance(args.instance, default_instance(config.instance))
-    return Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    if getattr(args, "whole_process", False):
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the scheduler process now that every attempt holding a lock has finished.
+
+    Attempts that were still connecting when the stop came hold nothing and are abandoned
+    (daemon threads); the interpreter's clean-up could wait on them, or take long on a busy
+    host, and the exit-time guarantee must not depend on it.
+    """
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _target(job, cmd):  # type: ignore[no-untyped-def]

@@ -272,7 +272,7 @@ def begin(
     try:
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
-            stop.check()
+            stop.enter_holding()
         try:
             got = lock.acquire()
         except DatabaseError:

@@ -42,7 +42,7 @@ class Scheduler:
         self.stop_reason = "scheduler stopping"
         self._stopped_at: float | None = None
         self._threads: list[threading.Thread] = []
-        self._stops: set[Stop] = set()  # one per attempt in flight
+        self._stops: dict[threading.Thread, Stop] = {}  # the attempts in flight
         self._lock = threading.RLock()  # re-entrant: stop() may run in a signal handler
         self._wake: tuple[int, int] | None = None  # wakes the main loop at once on a stop
         from .sessions import SessionRegistry
@@ -55,7 +55,7 @@ class Scheduler:
             if not self.stopping.is_set():
                 self.stop_reason, self._stopped_at = reason, time.monotonic()
             self.stopping.set()
-            stops = list(self._stops)
+            stops = list(self._stops.values())
             if self._wake is not None:  # under the lock: run_forever closes it under it too
                 try:
                     os.write(self._wake[1], b"s")
@@ -91,6 +91,7 @@ class Scheduler:
     def _loop(self, duration: float | None) -> int:
         if not self.jobs:
             log.warning("no job with a schedule to fire")
+        _import_run_path(self.jobs)
         started = self.clock()
         due = {job.name: next_fire(job, started) for job in self.jobs}
         log.info("scheduler started instance=%s jobs=%s", self.instance, ",".join(due))
@@ -120,12 +121,18 @@ class Scheduler:
     def _wait_for_runs(self) -> None:
         """Join the attempts; once stopped, for at most the longest stop_grace + EXIT_SLACK.
 
-        An attempt still busy then (a database that does not answer) is left to the process
-        exit: its connections close, and its job's supervisor stops the job.
+        Once stopped, an attempt that had not reached the lock never will (Stop.enter_holding)
+        and holds nothing: it is not waited for (it may still be connecting). One still busy
+        after the bound (a database that does not answer) is left to the process exit: its
+        connections close, and its job's supervisor stops the job.
         """
         grace = max((job.stop_grace for job in self.jobs), default=0.0) + EXIT_SLACK
         while True:
+            with self._lock:
+                stops = dict(self._stops)
             alive = [t for t in self._threads if t.is_alive()]
+            if self._stopped_at is not None:
+                alive = [t for t in alive if t not in stops or stops[t].holding]
             if not alive:
                 return
             if self._stopped_at is not None:
@@ -159,7 +166,7 @@ class Scheduler:
 
         stop = Stop()
         with self._lock:  # registered before the flag is read: stop() cannot miss it
-            self._stops.add(stop)
+            self._stops[threading.current_thread()] = stop
             if self.stopping.is_set():
                 stop.request(self.stop_reason)
         try:
@@ -180,4 +187,16 @@ class Scheduler:
             log.error("job %s slot %s: %s", job.name, slot.isoformat(), exc)
         finally:
             with self._lock:
-                self._stops.discard(stop)
+                self._stops.pop(threading.current_thread(), None)
+
+
+_BACKENDS = {"pg-session": "postgres", "pg-xact": "postgres", "mysql": "mysql", "lease": "lease"}
+
+
+def _import_run_path(jobs: Sequence[Job]) -> None:
+    """Import what an attempt needs now, so the first firing does not spend its time importing."""
+    import importlib
+
+    importlib.import_module(".execute", __package__)
+    for name in {_BACKENDS.get(job.strategy) for job in jobs} - {None}:
+        importlib.import_module(f".backends.{name}", __package__)

@@ -31,6 +31,8 @@ class Stop:
         self.signum: int | None = None  # the signal that asked, for the runner's exit code
         self._callbacks: list[Callable[[str], None]] = []
         self._interruptible = 0  # > 0 while the main thread is in an interruptible step
+        self._mutex = threading.RLock()  # re-entrant: request() may run in a signal handler
+        self.holding = False  # the attempt passed the gate into the steps that take the lock
 
     def is_set(self) -> bool:
         return self.event.is_set()
@@ -42,10 +44,11 @@ class Stop:
         """Ask to stop; the first reason wins. Raises Stopped when called (by a signal handler)
         in the main thread while that thread is in a step that holds nothing (connecting),
         so that step ends now."""
-        first = not self.event.is_set()
-        if first:
-            self.reason, self.signum = reason, signum
-        self.event.set()  # set before the callbacks are read (see on_request)
+        with self._mutex:
+            first = not self.event.is_set()
+            if first:
+                self.reason, self.signum = reason, signum
+            self.event.set()  # set before the callbacks are read (see on_request)
         for callback in list(self._callbacks):
             callback(self.reason or reason)
         if first:
@@ -68,6 +71,16 @@ class Stop:
         """Raise Stopped if a stop was requested."""
         if self.event.is_set():
             raise Stopped(self.reason or "stop requested")
+
+    def enter_holding(self) -> None:
+        """Pass the gate into the steps that may take or hold the lock, or raise Stopped.
+
+        Atomic with request(): once a stop was requested nobody passes, so whoever stops an
+        attempt that is not `holding` knows it never will hold anything and need not wait.
+        """
+        with self._mutex:
+            self.check()
+            self.holding = True
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
