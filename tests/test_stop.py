@@ -158,3 +158,42 @@ def _read_pids(path) -> list[int]:  # type: ignore[no-untyped-def]
         return [int(p) for p in path.read_text().split()]
     except (FileNotFoundError, ValueError):
         return []
+
+
+@pytest.mark.parametrize("how", ["run", "schedule"])
+def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, tmp_path):
+    """Ctrl-C (SIGINT) once the lock is held: the job never starts, the attempt is recorded."""
+    key = int(uid[:8], 16) + 21
+    job = f"int_{uid}"
+    config = _config(write_config, pg_url, job, "pg-session", key)
+    marks = tmp_path / "marks"
+    barrier = Barrier(tmp_path / "barrier", fp.AFTER_ACQUIRE, fp.STOP_REQUESTED)
+    if how == "run":
+        args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), "60"]
+    else:
+        config.write_text(config.read_text().replace(
+            "schedule = ", f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\n'
+                           f"schedule = "
+        ))  # fmt: skip
+        args = ["schedule", "--job", job]
+    proc = lockconsole(config, *args, env=barrier.env(cli_env))
+    try:
+        barrier.wait(fp.AFTER_ACQUIRE)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        barrier.wait(fp.STOP_REQUESTED)
+        barrier.release(fp.STOP_REQUESTED)
+        barrier.release(fp.AFTER_ACQUIRE)
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.communicate()[1]
+    assert took <= BOUND and "Traceback" not in err, err
+    assert code == (128 + signal.SIGINT if how == "run" else 0), err
+    assert pg_lock_holder(pg_conn, key) is None
+    (failed,) = [r for r in runs_of(config, job) if r.outcome == "failed"]
+    assert failed.message == "stopped by SIGINT: before the job started"
+    assert "acquired" not in [r.outcome for r in runs_of(config, job)]
+    assert not marks.exists()
