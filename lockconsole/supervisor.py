@@ -93,10 +93,10 @@ def main(args: list[str]) -> int:
         return STOPPED_BEFORE_START
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    if signal.SIGTERM in signal.sigpending():
+    if term[0] or signal.SIGTERM in signal.sigpending():
         return STOPPED_BEFORE_START
     try:
-        job = subprocess.Popen(argv, preexec_fn=_in_child)  # noqa: PLW1509 - single-threaded
+        job = subprocess.Popen(argv, preexec_fn=_in_child)  # safe: we are single-threaded
     except OSError as exc:
         os.write(status, f"error {exc}".encode("utf-8", "replace"))
         return 127
@@ -115,10 +115,11 @@ def main(args: list[str]) -> int:
         timeout = 1.0 if orphaned_at is None else max(0.0, orphaned_at + grace - time.monotonic())
         if orphaned_at is not None and timeout == 0.0:
             os.killpg(0, signal.SIGKILL)  # the job ignored SIGTERM: end the whole group
-        ready, _, _ = select.select([ctl, wake_r], [], [], min(timeout, 1.0))
+        watched = [wake_r] if orphaned_at is not None else [ctl, wake_r]  # EOF stays readable
+        ready, _, _ = select.select(watched, [], [], min(timeout, 1.0))
         if wake_r in ready:
             os.read(wake_r, 512)
-        if ctl in ready and orphaned_at is None and not os.read(ctl, 64):
+        if ctl in ready and not os.read(ctl, 64):
             orphaned_at = time.monotonic()  # the runner died: stop the job, then kill it
             os.killpg(0, signal.SIGTERM)
     if orphaned_at is not None:

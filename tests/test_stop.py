@@ -197,3 +197,64 @@ def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, 
     assert failed.message == "stopped by SIGINT: before the job started"
     assert "acquired" not in [r.outcome for r in runs_of(config, job)]
     assert not marks.exists()
+
+
+class _Silent:
+    """A TCP server that accepts connections and never answers: a database that hangs."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = threading.Event()
+        self.conns: list[object] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            self.accepted.set()
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["run", "schedule"])
+def test_sigterm_while_blocked_connecting(how, pg_url, uid, write_config, cli_env, tmp_path):
+    """The lock's database accepts the connection and never answers: SIGTERM still ends it."""
+    silent = _Silent()
+    job = f"hang_{uid}"
+    marks = tmp_path / "marks"
+    config = write_config(
+        f'[lockconsole]\nledger_database = "ledger"\n'
+        f'[databases.ledger]\nurl = "{pg_url}"\n'
+        f'[databases.hang]\nurl = "postgresql://nobody@127.0.0.1:{silent.port}/x"\n'
+        f'[jobs.{job}]\ndatabase = "hang"\nstrategy = "pg-session"\n'
+        f'schedule = "* * * * * *"\nstop_grace = {GRACE}\n'
+        f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\n'
+    )
+    args = ["run", job] if how == "run" else ["schedule", "--job", job]
+    proc = lockconsole(config, *args, env=cli_env)
+    try:
+        assert silent.accepted.wait(60), "the runner connected"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        silent.close()
+    err = proc.communicate()[1]
+    assert took <= BOUND, f"exited {took:.2f} s after SIGTERM (bound {BOUND} s)"
+    assert "Traceback" not in err, err
+    assert code == (128 + signal.SIGTERM if how == "run" else 0), err
+    assert _runs_if_any(config, job) == [] and not marks.exists()
