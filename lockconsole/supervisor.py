@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -56,13 +55,43 @@ def _die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # type: ignore[operator]
 
 
-def _in_child() -> None:
+def _in_child(keep_out: tuple[int, ...]) -> None:
+    """Between fork and exec: the job starts with default signals and none of our pipes."""
+    for fd in keep_out:
+        os.close(fd)
     # a SIGTERM sent to the group while the job was between fork and exec is pending here;
     # with the default action restored it ends the job before exec instead of being lost
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)  # SIGPIPE and SIGXFSZ: Python ignores them
     _die_with_parent()
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def _spawn(argv: list[str], keep_out: tuple[int, ...]) -> int:
+    """fork + exec the job (lighter than importing subprocess); OSError if exec failed."""
+    err_r, err_w = os.pipe()  # close-on-exec: end of file here means the exec worked
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.close(err_r)
+            _in_child(keep_out)
+            os.execvp(argv[0], argv)
+        except BaseException as exc:
+            try:
+                errno = getattr(exc, "errno", None) or 0
+                os.write(err_w, f"{errno} {exc}".encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    chunks = []
+    while chunk := os.read(err_r, 4096):
+        chunks.append(chunk)
+    os.close(err_r)
+    if chunks:
+        os.waitpid(pid, 0)
+        errno, _, text = b"".join(chunks).decode("utf-8", "replace").partition(" ")
+        raise OSError(int(errno) if errno.isdigit() else 0, text)
+    return pid
 
 
 def main(args: list[str]) -> int:
@@ -96,9 +125,9 @@ def main(args: list[str]) -> int:
     if term[0] or signal.SIGTERM in signal.sigpending():
         return STOPPED_BEFORE_START
     try:
-        job = subprocess.Popen(argv, preexec_fn=_in_child)  # safe: we are single-threaded
+        job = _spawn(argv, (ctl, status))
     except OSError as exc:
-        os.write(status, f"error {exc}".encode("utf-8", "replace"))
+        os.write(status, f"error {exc.strerror or exc}".encode("utf-8", "replace"))
         return 127
     finally:
         os.close(status)
@@ -109,8 +138,9 @@ def main(args: list[str]) -> int:
 
     orphaned_at: float | None = None
     while True:
-        code = job.poll()
-        if code is not None:
+        done, wait_status = os.waitpid(job, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(wait_status)
             break
         timeout = 1.0 if orphaned_at is None else max(0.0, orphaned_at + grace - time.monotonic())
         if orphaned_at is not None and timeout == 0.0:

@@ -20,15 +20,22 @@ from lockconsole.tui.confirm import ConfirmModal, QuitRunModal
 from conftest import PYTHON
 from stop_helpers import STEPS, pg_lock_holder
 
+# Writes "started", waits for the file argv[2] to exist, writes "finished".
+UNTIL_TOLD = (
+    "import os, sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "
+    "[time.sleep(0.02) for _ in iter(lambda: os.path.exists(sys.argv[2]), True)]; "
+    "open(p, 'a').write('finished\\n')"
+)
+
 SIZE = (100, 30)
 
 
-def _config(pg_url: str, job: str, key: int, marks: str, seconds: str):  # type: ignore[no-untyped-def]
-    steps = STEPS.replace("\\", "\\\\").replace('"', '\\"')
+def _config(pg_url: str, job: str, key: int, marks: str, arg: str, script: str = STEPS):  # type: ignore[no-untyped-def]
+    steps = script.replace("\\", "\\\\").replace('"', '\\"')
     return parse_config(
         f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "pg"\n'
         f'strategy = "pg-session"\nkey = {key}\nstop_grace = 2\n'
-        f'command = ["{PYTHON}", "-c", "{steps}", "{marks}", "{seconds}"]\n',
+        f'command = ["{PYTHON}", "-c", "{steps}", "{marks}", "{arg}"]\n',
         "<test>",
     )
 
@@ -89,7 +96,8 @@ def test_quit_asks_then_stops_the_run(pg_url, pg_conn, uid, tmp_path) -> None:
 def test_quit_and_wait_lets_the_run_finish(pg_url, pg_conn, uid, tmp_path) -> None:
     job, key = f"qwait_{uid}", int(uid[:8], 16) + 17
     marks = tmp_path / "marks"
-    config = _config(pg_url, job, key, str(marks), "1.5")
+    told = tmp_path / "finish"
+    config = _config(pg_url, job, key, str(marks), str(told), UNTIL_TOLD)
 
     async def body() -> None:
         app = LockConsoleApp(Console(config, instance="ops"))
@@ -99,6 +107,9 @@ def test_quit_and_wait_lets_the_run_finish(pg_url, pg_conn, uid, tmp_path) -> No
             await pilot.press("q")
             await _until(pilot, lambda: isinstance(app.screen, QuitRunModal))
             await pilot.press("w")
+            await pilot.pause(0.2)
+            assert app.return_code is None, "it waits for the run"
+            told.touch()
             await _until(pilot, lambda: app.return_code is not None)
         app.facade.close()
 
