@@ -14,6 +14,11 @@
 A skip never raises. If the lock is lost while the body runs, `run.lost` is set and
 `on_lock_lost` is called; the attempt is recorded as lock_lost.
 
+KeyboardInterrupt, SystemExit or SIGTERM never leave a lock held or an attempt "acquired":
+an exception out of the body is recorded (failed) and the lock released before it goes on;
+SIGINT and SIGTERM that arrive while the lock is taken or given back are held until that step
+is done (a SIGINT while connecting ends the connect at once), then delivered as usual.
+
 Repeated attempts in one process reuse their lock and ledger connections
 (`lockconsole.sessions`): a connection is kept between attempts only after a clean release,
 never while it holds a lock. `reuse_connections=False` opens and closes both per attempt.
@@ -72,24 +77,31 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
     def __enter__(self) -> Any:
         from .runner import begin, default_instance
         from .sessions import REGISTRY
+        from .stopping import Stop, holding_signals
 
         config, job, database, ledger_db = self._resolve()
         instance = self.instance or default_instance(config.instance)
         sessions = REGISTRY if self.reuse_connections else None
-        self.attempt = begin(job, database, ledger_db, instance=instance, slot=self.slot,
-                             trigger=self.trigger, sessions=sessions)  # fmt: skip
+        stop = Stop()
+        with holding_signals(stop):  # a signal here is delivered once nothing is half done
+            self.attempt = begin(job, database, ledger_db, instance=instance, slot=self.slot,
+                                 trigger=self.trigger, sessions=sessions, stop=stop)  # fmt: skip
         if self.on_lock_lost is not None:
             self.attempt.on_lock_lost.append(self.on_lock_lost)
         return self.attempt
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        from .stopping import holding_signals
+
         attempt = self.attempt
         if attempt is None or not attempt.acquired:
             return False
-        if exc is None:
-            attempt.finish("succeeded", exit_code=0)
-        else:
-            attempt.finish("failed", exit_code=1, message=f"{type(exc).__name__}: {exc}")
+        with holding_signals():  # record and release first; a signal is delivered after
+            if exc is None:
+                attempt.finish("succeeded", exit_code=0)
+            else:
+                code, message = _interruption(exc)
+                attempt.finish("failed", exit_code=code, message=message)
         return False
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -107,6 +119,16 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def _interruption(exc: BaseException) -> tuple[int, str]:
+    """The exit code and message recorded for an exception out of the body."""
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted by KeyboardInterrupt"
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else 1
+        return code or 1, f"interrupted by SystemExit({exc.code!r})"
+    return 1, f"{type(exc).__name__}: {exc}"
 
 
 def _adhoc_config(job: str, url: str, *, strategy: str | None, key: Any) -> Config:

@@ -72,6 +72,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    whole_process = argv is None  # the `lockconsole` program itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:  # everything after -- is the job's command, untouched by argparse
@@ -80,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser(command_word(argv)).parse_args(argv)
         args.cmd = command
+        args.whole_process = whole_process
         if command and args.command != "run":
             raise UsageError("lockconsole: only 'run' takes a command after --")
         if args.command == "config":

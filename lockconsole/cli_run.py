@@ -100,7 +100,25 @@ def dispatch(args: argparse.Namespace) -> int:
     from .scheduler import Scheduler
 
     instance = check_instance(args.instance, default_instance(config.instance))
-    return Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    if getattr(args, "whole_process", False):
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the scheduler process now that every attempt holding a lock has finished.
+
+    Attempts that were still connecting when the stop came hold nothing and are abandoned
+    (daemon threads); the interpreter's clean-up could wait on them, or take long on a busy
+    host, and the exit-time guarantee must not depend on it.
+    """
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _target(job, cmd):  # type: ignore[no-untyped-def]
@@ -116,17 +134,31 @@ def _target(job, cmd):  # type: ignore[no-untyped-def]
 
 
 def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # type: ignore[no-untyped-def]
+    """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
+    run; after, the job is stopped (or never started), the lock released, the outcome recorded.
+    A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
     from .execute import run_target
     from .runner import begin, default_instance, exit_code_for
+    from .stopping import Stop, Stopped, on_signals
 
     instance = instance or default_instance(config.instance)
-    attempt = begin(
-        job, config.database_for(job), config.ledger_for(job), instance=instance, slot=slot,
-        trigger="manual" if manual else "scheduled",
-    )  # fmt: skip
-    run = run_target(attempt, target)
+    stop = Stop()
+    with on_signals(stop):
+        try:
+            attempt = begin(
+                job, config.database_for(job), config.ledger_for(job), instance=instance,
+                slot=slot, trigger="manual" if manual else "scheduled", stop=stop,
+            )  # fmt: skip
+        except Stopped as exc:
+            logging.getLogger("lockconsole.runner").warning(
+                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
+            )
+            return 128 + (stop.signum or 15)
+        run = run_target(attempt, target)
     if as_json:
         print(json.dumps(run_json(run)), flush=True)
+    if stop.signum and run.outcome != "succeeded":
+        return 128 + stop.signum
     return exit_code_for(run)
 
 

@@ -183,8 +183,11 @@ class Console(DuplicatesMixin, WaitsMixin):
         ]  # fmt: skip
 
     def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None) -> Run:  # fmt: skip
-        """Run the job here now, under its lock (trigger = manual); skips if another holds it."""
+                instance: str | None = None, stop: Any = None) -> Run:  # fmt: skip
+        """Run the job here now, under its lock (trigger = manual); skips if another holds it.
+
+        `stop` (a stopping.Stop) ends the run at any step once requested; a stop before the
+        lock was tried raises stopping.Stopped."""
         from .execute import resolve_callable, run_target
         from .runner import begin, default_instance
 
@@ -198,7 +201,7 @@ class Console(DuplicatesMixin, WaitsMixin):
             raise UsageError(f"job {job.name!r} has no command or callable to trigger")
         name = instance or self.instance or default_instance(self.config.instance)
         attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
-                        instance=name, trigger="manual")  # fmt: skip
+                        instance=name, trigger="manual", stop=stop)  # fmt: skip
         if not attempt.acquired:
             who = self._describe_holder(job)
             if who:

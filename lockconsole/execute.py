@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from . import faultpoints
 from .commands import Command
 from .errors import ConfigError
 from .models import Run
@@ -52,23 +53,28 @@ def run_target(attempt: Attempt, target: Target, *, handle_signals: bool = True,
 def _run_command(attempt: Attempt, argv: list[str], handle_signals: bool,
                  output: Callable[[str], None] | None = None) -> Run:  # fmt: skip
     job = attempt.job
-    command = Command(argv, output=output)
-    attempt.on_lock_lost.append(lambda _a: command.stop("lock lost", job.stop_grace))
-    attempt.on_stop.append(lambda reason: command.stop(reason, job.stop_grace))
+    command = Command(argv, output=output, grace=job.stop_grace)
+
+    def on_lost(_attempt: Attempt) -> None:
+        command.stop("lock lost", job.stop_grace)
+
+    # both are sticky: a stop or a loss that came before these lines is acted on here
+    attempt.on_lock_lost.append(on_lost)
+    if attempt.lost.is_set():
+        on_lost(attempt)
+    attempt.stop_request().on_request(lambda reason: command.stop(reason, job.stop_grace))
 
     def on_signal(signum: int, _frame: object) -> None:
-        attempt.request_stop(f"stopped by {signal.Signals(signum).name}")
+        attempt.request_stop(f"stopped by {signal.Signals(signum).name}", signum)
 
     with _signals(on_signal if handle_signals else None):
-        try:
-            command.start()
-        except OSError as exc:
-            start_error = f"cannot start {argv[0]}: {exc}"
-        else:
-            start_error = None
-            code = command.wait()
-    if start_error:
-        return attempt.finish("failed", exit_code=127, message=start_error)
+        command.start()
+        code = command.wait() if command.proc is not None else None
+    faultpoints.reach(faultpoints.BEFORE_RECORD)
+    if command.start_error:
+        return attempt.finish("failed", exit_code=127, message=command.start_error)
+    if not command.job_started:
+        return attempt.finish("failed", message=f"{command.stop_reason}: before the job started")
     if code == 0 and not command.stop_reason:
         return attempt.finish("succeeded", exit_code=0)
     message = command.stop_reason or f"exited with code {code}"
@@ -79,14 +85,17 @@ def _run_callable(attempt: Attempt, fn: Callable[..., Any], handle_signals: bool
     running = [True]
 
     def on_signal(signum: int, _frame: object) -> None:
-        attempt.stop.set()
+        reason = f"stopped by {signal.Signals(signum).name}"
+        attempt.request_stop(reason, signum)
         if running[0]:
-            raise JobInterrupted(f"stopped by {signal.Signals(signum).name}")
+            raise JobInterrupted(reason)
 
     takes_attempt = _accepts_argument(fn)
     outcome, code, message = "succeeded", 0, None
     with _signals(on_signal if handle_signals else None):
         try:
+            if attempt.stop.is_set():
+                raise JobInterrupted(f"{attempt.stop_request().reason}: before the job started")
             fn(attempt) if takes_attempt else fn()
         except JobInterrupted as exc:
             outcome, code, message = "failed", 130, str(exc)

@@ -20,6 +20,24 @@ _DIR = os.environ.get("LOCKCONSOLE_TEST_BARRIER_DIR") or None
 _AT = frozenset(filter(None, os.environ.get("LOCKCONSOLE_TEST_BARRIER_AT", "").split(",")))
 _HOOKS: dict[str, Callable[[], None]] = {}
 _ACTIVE = bool(_DIR and _AT)
+# The points of an attempt, in order (one name per instant; tests import these names):
+CONNECTING = "connecting"  # begin(): before the lock and ledger connections are opened
+BEFORE_TRY_LOCK = "before_try_lock"  # begin(): connected, the lock not tried yet
+AFTER_ACQUIRE = "after_acquire"  # begin(): the lock is held and the attempt recorded
+BEFORE_SPAWN = "before_spawn"  # Command.start(): the job's supervisor not started yet
+AFTER_SPAWN = "after_spawn"  # Command.start(): the supervisor exists, the job not started
+JOB_STARTED = "job_started"  # Command.start(): the job was told to start
+BEFORE_RECORD = "before_record"  # run_target(): the job ended; not recorded nor released yet
+STOP_REQUESTED = "stop_requested"  # Stop.request(): a stop was requested and passed on
+ATTEMPT_POINTS = (
+    CONNECTING,
+    BEFORE_TRY_LOCK,
+    AFTER_ACQUIRE,
+    BEFORE_SPAWN,
+    AFTER_SPAWN,
+    JOB_STARTED,
+    BEFORE_RECORD,
+)
 BARRIER_TIMEOUT = 120.0  # a forgotten barrier fails the process instead of hanging CI
 
 

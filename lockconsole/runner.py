@@ -12,16 +12,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import faultpoints
 from .backends import Lock, open_lock
 from .errors import DatabaseError, LockLostError
 from .ledger import Ledger
 from .models import Database, Job, Run, Trigger, evolve
 from .sessions import Session, SessionRegistry, session_key
 from .slots import manual_slot, slot_for, utcnow
+from .stopping import Stop
 from .watchdog import WATCHDOGS, Watch
 
 log = logging.getLogger("lockconsole.runner")
@@ -104,8 +107,8 @@ class Attempt:
     run: Run
     lock: Lock | None
     ledger: Ledger
-    _lost: threading.Event | None = None  # made on first use (most attempts never need them)
-    _stop: threading.Event | None = None
+    _lost: threading.Event | None = None  # made on first use (most attempts never need it)
+    stopping: Stop | None = None  # the attempt's sticky stop request (made on first use)
     on_lock_lost: list[Callable[[Attempt], None]] = field(default_factory=list)
     on_stop: list[Callable[[str], None]] = field(default_factory=list)
     _watch: Watch | None = None
@@ -121,7 +124,15 @@ class Attempt:
     @property
     def stop(self) -> threading.Event:
         """Set when the job is asked to stop (request_stop)."""
-        return self._event("_stop")
+        return self.stop_request().event
+
+    def stop_request(self) -> Stop:
+        """The sticky stop request: `on_request(callback)` runs now if it was already made."""
+        if self.stopping is None:
+            with _EVENTS:
+                if self.stopping is None:
+                    self.stopping = Stop()
+        return self.stopping
 
     def _event(self, attr: str) -> threading.Event:
         """The event kept in `attr`, made on first use (once, whichever thread asks first)."""
@@ -146,9 +157,10 @@ class Attempt:
         if self.lost.is_set():
             raise LockLostError(f"lock of job {self.job.name} was lost while the job ran")
 
-    def request_stop(self, reason: str) -> None:
-        """Ask the running job to stop (a command gets SIGTERM, then SIGKILL after stop_grace)."""
-        self.stop.set()
+    def request_stop(self, reason: str, signum: int | None = None) -> None:
+        """Ask the job to stop, at any instant: one not started yet never starts; a command
+        that runs gets SIGTERM, then SIGKILL after stop_grace. The request sticks."""
+        self.stop_request().request(reason, signum)
         for callback in self.on_stop:
             callback(reason)
 
@@ -221,12 +233,19 @@ def begin(
     slot: datetime | None = None,
     trigger: Trigger = "scheduled",
     sessions: SessionRegistry | None = None,
+    stop: Stop | None = None,
 ) -> Attempt:
     """Try the lock once and record the attempt; the Attempt says whether to run.
 
     With `sessions`, the lock and ledger connections come from (and go back to) that registry,
     so repeated attempts in one process connect once; without, they are opened and closed here.
+    With `stop`, a stop requested before the lock is tried raises Stopped (nothing is held or
+    recorded); one requested once the lock is held records the attempt as failed and releases
+    the lock before returning, so the job never starts.
     """
+    faultpoints.reach(faultpoints.CONNECTING)
+    if stop is not None:
+        stop.check()
     started = utcnow()
     if slot is None:
         slot = manual_slot(started) if trigger == "manual" else slot_for(job, started)
@@ -242,10 +261,18 @@ def begin(
         lock.job = job  # type: ignore[attr-defined]  # max_duration / min_hold may differ
     else:
         ledger = Ledger(ledger_database)
-        lock = _open(job, database, instance)
+        try:
+            with stop.interruptible() if stop is not None else nullcontext():
+                lock = _open(job, database, instance)
+        except BaseException:
+            ledger.close()
+            raise
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
+        faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
+        if stop is not None:
+            stop.enter_holding()
         try:
             got = lock.acquire()
         except DatabaseError:
@@ -271,9 +298,12 @@ def begin(
         _close_quietly(lock)
         ledger.close()
         raise
-    attempt = Attempt(job, run, lock, ledger, sessions=sessions, session_key=key)
+    attempt = Attempt(job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key)
     log_attempt("acquired", run)
     attempt.start_watchdog()
+    faultpoints.reach(faultpoints.AFTER_ACQUIRE)
+    if stop is not None and stop.is_set():
+        attempt.finish("failed", message=f"{stop.reason}: before the job started")
     return attempt
 
 

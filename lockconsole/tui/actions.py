@@ -184,15 +184,66 @@ class ActionsMixin(_Base):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
+                from ..stopping import Stop
+
                 self.log_line(f"trigger {job}: starting")
-                self._run_trigger(job)
+                stop = Stop()
+                self._trigger_run = (job, stop)  # what quitting must ask about
+                self._run_trigger(job, stop)
 
         self.push_screen(ConfirmModal(f"Trigger {job}?", body), confirmed)
 
     @work(thread=True, exclusive=True, group="trigger", exit_on_error=False)
-    def _run_trigger(self, job: str) -> None:
-        run = self.facade.trigger(job, output=lambda line: self.log_from_thread(f"{job}│ {line}"))
-        self.post_message(JobTriggered(run))
+    def _run_trigger(self, job: str, stop: Any) -> None:
+        from ..stopping import Stopped
+
+        try:
+            run = self.facade.trigger(
+                job, output=lambda line: self.log_from_thread(f"{job}│ {line}"), stop=stop
+            )
+            self.post_message(JobTriggered(run))
+        except Stopped as exc:
+            self.log_from_thread(f"trigger {job}: {exc}, before the lock was taken")
+        finally:
+            try:
+                self.call_from_thread(self._trigger_ended)
+            except RuntimeError:  # the app has gone already
+                pass
+
+    # --- quit while a triggered run goes on ---------------------------------------------
+
+    def _trigger_ended(self) -> None:
+        self._trigger_run = None
+        if getattr(self, "_quit_when_done", False):
+            self.exit()
+
+    async def action_quit(self) -> None:
+        """Quit; with a triggered run still going, ask first: stop it, or wait for it."""
+        from .confirm import QuitRunModal
+
+        running = getattr(self, "_trigger_run", None)
+        if running is None:
+            self.exit()
+            return
+        if isinstance(self.screen, QuitRunModal):
+            return
+        job, stop = running
+
+        def chosen(choice: str | None) -> None:
+            if choice not in ("stop", "wait"):
+                return
+            if getattr(self, "_trigger_run", None) is None:  # it ended meanwhile
+                self.exit()
+                return
+            self._quit_when_done = True
+            if choice == "stop":
+                self.log_line(f"trigger {job}: stopping it, then quitting")
+                stop.request("stopped from the console (quit)")
+            else:
+                self.log_line(f"trigger {job}: quitting when it ends")
+            self.notify("Quitting when the run has ended", timeout=8)
+
+        self.push_screen(QuitRunModal(job), chosen)
 
     def on_job_triggered(self, message: JobTriggered) -> None:
         run = message.run

@@ -4,6 +4,8 @@ ConfirmModal(title, body)  -> bool   y / Enter confirm; n / Escape cancel
 ReleaseModal(holder)       -> bool   shows what will be ended; typing the job name (or the
                                      key, for an unmapped holder) enables Release; a waiter
                                      cannot be released, so it only offers Cancel
+QuitRunModal(job)          -> str    quitting with a triggered run going: "stop" (s) it and
+                                     quit, "wait" (w) for it and quit, or "cancel" (Escape)
 """
 
 from __future__ import annotations
@@ -203,3 +205,43 @@ class ReleaseModal(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class QuitRunModal(ModalScreen[str]):
+    """Quit while a triggered run is going: stop it (then quit), wait for it, or stay."""
+
+    DEFAULT_CSS = "QuitRunModal {" + DIALOG_CSS + "}"
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop the run", id="quit_stop"),
+        Binding("w", "choose('wait')", "Wait for it", id="quit_wait"),
+        Binding("escape", "choose('cancel')", "Cancel", id="quit_cancel"),
+    ]
+
+    def __init__(self, job: str) -> None:
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(f"{self.job} is still running", id="title", markup=False)
+            yield Static(
+                "Quitting now would leave it without the console that started it. Stop it "
+                "(SIGTERM, then SIGKILL after its stop_grace; the outcome is recorded) and "
+                "quit, or wait for it to end and quit then.",
+                id="body",
+                markup=False,
+            )
+            with Horizontal(id="buttons"):
+                yield Button("Stop the run (s)", id="stop", variant="error", compact=True)
+                yield Button("Wait for it (w)", id="wait", variant="primary", compact=True)
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#wait", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

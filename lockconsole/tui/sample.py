@@ -285,7 +285,7 @@ class SampleConsole:
         return ReleaseResult("released", f"pid {holder.pid} terminated in 12 ms", holder)
 
     def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None) -> Run:  # fmt: skip
+                instance: str | None = None, stop: Any = None) -> Run:  # fmt: skip
         from ..console import ReadOnlyError
 
         if self.read_only:
