@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import psycopg
@@ -13,6 +12,7 @@ import pytest
 
 from lockconsole.keys import name_to_int64
 
+from helpers import wait_for
 from runner_helpers import lockconsole
 
 
@@ -38,16 +38,6 @@ def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path: 
         strategy = "mysql"
         """
     )
-
-
-def wait_for(predicate, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 def psql_binary() -> str:

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,19 +18,10 @@ from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
 
+from helpers import eventually
+
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")
-
-
-def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll `check` until it returns something truthy; that value, or None on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    return None
 
 
 def connect(url: str) -> Any:

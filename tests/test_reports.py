@@ -29,6 +29,7 @@ from lockconsole.stale import ORPHANED, format_duration, mark_stale
 from lockconsole.views import Holder
 
 from conftest import PYTHON
+from helpers import wait_for
 from runner_helpers import lockconsole, runs_of
 
 DAY = timedelta(days=1)
@@ -79,16 +80,6 @@ def report_now(config: Path, job: str, **kwargs: Any) -> list[Any]:
     kwargs.setdefault("lookback", DAY)
     kwargs.setdefault("grace", MINUTE)
     return slot_reports([cfg.job(job)], runs_of(config, job), now=utcnow(), **kwargs)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 def holder_of(conn: Any, config: Config, job: Job) -> tuple[Holder, datetime] | None:

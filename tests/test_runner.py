@@ -7,13 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
 from lockconsole.keys import name_to_int64
 
 from conftest import PYTHON
+from helpers import wait_for
 from runner_helpers import lockconsole, pg_job_config, runs_of
 
 # Writes "started", sleeps, then writes "finished": a job stopped mid-run never writes the second.
@@ -21,16 +21,6 @@ STEPS = (
     "import sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "
     "time.sleep(float(sys.argv[2])); open(p, 'a').write('finished\\n')"
 )
-
-
-def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def holder_pid(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]

@@ -8,19 +8,17 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.config import parse_config
 from lockconsole.ledger import Ledger
 from lockconsole.runner import begin
 from lockconsole.sessions import REGISTRY, SessionRegistry
+
+import helpers
 
 pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
 def config_for(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
-    return parse_config(
-        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
-        f'schedule = "0 2 * * *"\nwatchdog_interval = 0.2\nonce_per_slot = false\n{extra}'
-    )
+    return helpers.config_for(url, job, strategy, "once_per_slot = false\n" + extra)
 
 
 def outcomes(config, job):  # type: ignore[no-untyped-def]
