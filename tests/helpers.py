@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
+import pytest
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DEADLINE = 30.0  # seconds: generous, so a busy 2-core machine never fails a correct test
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A prerequisite (a client, a TCP server, a plugin) is missing: skip, or fail under CI=true."""
+    if CI:
+        pytest.fail(f"{reason} (CI=true: a missing prerequisite fails the run)")
+    pytest.skip(reason)
 
 
 def wait_for(

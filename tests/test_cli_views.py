@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from lockconsole.keys import name_to_int64
 
-from helpers import wait_for
+from helpers import unavailable, wait_for
 from runner_helpers import lockconsole
 
 
@@ -54,7 +53,7 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
 ):
     mariadb = shutil.which("mariadb") or shutil.which("mysql")
     if mariadb is None:
-        pytest.skip("no mariadb/mysql command-line client on this machine")
+        unavailable("no mariadb/mysql command-line client on this machine")
     config = two_db_config(write_config, pg_url, mysql_url, uid)
     pg_job, my_job = f"pg_{uid}", f"my_{uid}"
     key = name_to_int64(pg_job)

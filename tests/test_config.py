@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -20,6 +22,7 @@ from lockconsole.errors import ConfigError
 from lockconsole.models import LockKey
 
 from conftest import PYTHON
+from helpers import unavailable
 
 BAD_DIR = Path(__file__).parent / "data" / "bad"
 BAD_FILES = sorted(BAD_DIR.glob("*.toml"))
@@ -355,16 +358,37 @@ def test_bad_command_lines(tmp_path: Path, cli_env: dict[str, str]) -> None:
         assert not error.startswith("lockconsole: lockconsole"), (name, error)
 
 
-def test_unreadable_config(tmp_path: Path, cli_env: dict[str, str]) -> None:
-    path = _job_config(tmp_path / "secret.toml", "j")
-    path.chmod(0)
+def as_unprivileged() -> list[str]:
+    """A command prefix that runs as `nobody` when we are root (nothing when we are not)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        unavailable("running as root without setpriv: cannot drop to an unprivileged user")
+    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def test_unreadable_config(cli_env: dict[str, str]) -> None:
+    """A mode-0 file is "cannot read", run as a user the mode applies to (never as root)."""
+    prefix = as_unprivileged()
+    folder = Path(tempfile.mkdtemp(prefix="lockconsole-mode0-"))  # traversable by nobody
     try:
-        if os.access(path, os.R_OK):
-            pytest.skip("running as root: a mode-0 file is still readable")
-        error = assert_one_line_error(lockconsole(cli_env, "--config", str(path), "config"))
+        folder.chmod(0o755)
+        path = _job_config(folder / "secret.toml", "j")
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*prefix, PYTHON, *args], env=cli_env, cwd=folder,
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+
+        who = run("-c", "import os; print(os.geteuid())")
+        assert who.returncode == 0 and who.stdout.strip() != "0", who.stderr
+        path.chmod(0o644)  # the control: the same user reads the same file when it may
+        assert run("-m", "lockconsole", "--config", str(path), "config").returncode == 0
+        path.chmod(0)
+        error = assert_one_line_error(run("-m", "lockconsole", "--config", str(path), "config"))
         assert "cannot read" in error and str(path) in error
     finally:
-        path.chmod(0o600)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # (e) a bad config changes nothing -----------------------------------------------------------

@@ -20,7 +20,7 @@ from lockconsole.errors import DatabaseError
 from lockconsole.keys import INT64_MAX, INT64_MIN, name_to_int64, pg_locks_identity, split_int64
 from lockconsole.models import Database, Job, LockKey
 
-from helpers import eventually
+from helpers import eventually, unavailable
 
 PG_CLASSES = {"pg-session": PgSessionLock, "pg-xact": PgXactLock}
 
@@ -257,7 +257,7 @@ def test_tcp_lock_connection_gives_up_on_a_silent_peer(pg_url: str, uid: str, cl
     job, db = build_job(pg_url, f"tcp_{uid}", "pg-session")
     lock = closer(PgSessionLock(job, db, application_name=f"lc-{uid}"))
     if not hasattr(socket, "TCP_USER_TIMEOUT") or db.url.host in (None, "") or "/" in db.url.host:
-        pytest.skip("needs a TCP connection on Linux")
+        unavailable("needs a TCP connection on Linux")
     with socket.fromfd(lock.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_GIVE_UP * 1000

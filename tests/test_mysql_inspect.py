@@ -18,7 +18,7 @@ from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
 
-from helpers import eventually
+from helpers import eventually, unavailable
 
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")
@@ -172,7 +172,7 @@ def test_pymysql_holder_listed(db: Database, session, closing, uid, source) -> N
 def test_mariadb_cli_holder_listed(db: Database, closing, uid, source) -> None:
     client = shutil.which("mariadb") or shutil.which("mysql")
     if client is None:
-        pytest.skip("no mariadb command-line client")
+        unavailable("no mariadb command-line client")
     u, name = db.url, f"lc:{uid}:cli"
     env = dict(os.environ, MYSQL_PWD=u.password or "")
     sql = f"select connection_id(), get_lock('{name}', 0); select sleep(30)"

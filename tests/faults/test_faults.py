@@ -28,6 +28,7 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
+from helpers import unavailable
 from tcp_proxy import SwitchableProxy
 
 SLOT = "2030-01-01T02:00:00+00:00"
@@ -151,7 +152,7 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
     The proxy also shows the pooler guard: pg-session needs allow_pooler = true through it."""
     parts = urlsplit(pg_url)
     if not parts.hostname:  # the embedded server of a bare machine: a Unix socket only
-        pytest.skip("needs PostgreSQL on TCP to put a proxy in front (set LOCKCONSOLE_TEST_PG_URL)")
+        unavailable("needs PostgreSQL on TCP to put a proxy in front (set LOCKCONSOLE_TEST_PG_URL)")
     proxy = SwitchableProxy((parts.hostname, parts.port or 5432))
     proxied = pg_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{proxy.port}")
     job, table = f"billing_{uid}", f"invoices_{uid}"

@@ -27,7 +27,7 @@ from lockconsole.tui.palette import ActionsProvider
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
 
-from helpers import settle, sync
+from helpers import settle, sync, unavailable
 from helpers import wait_for as eventually
 from tcp_proxy import SwitchableProxy
 
@@ -271,7 +271,7 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
 def pg_proxy(pg_url: str) -> Iterator[tuple[SwitchableProxy, str]]:
     u = parse_url(pg_url)
     if not u.host or u.host.startswith("/"):
-        pytest.skip("PostgreSQL is reached over a socket here; the proxy needs TCP")
+        unavailable("PostgreSQL is reached over a socket here; the proxy needs TCP")
     proxy = SwitchableProxy((u.host, u.port or 5432))
     auth = u.user + (f":{u.password}" if u.password else "") if u.user else ""
     yield proxy, f"postgresql://{auth}@127.0.0.1:{proxy.port}/{u.database}"
