@@ -15,11 +15,14 @@ from typing import Any
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
 
+from lockconsole.config import load_config
+from lockconsole.console import Console
+from lockconsole.keymap import DEFAULT_KEYS
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.confirm import ReleaseModal
 from lockconsole.tui.holder_rows import holder_key
 from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
+from lockconsole.tui.screens.help import HelpScreen
 from lockconsole.tui.tables import selected_key
 from lockconsole.views import Snapshot
 
@@ -38,24 +41,35 @@ def select_stale(app: LockConsoleApp) -> None:
 
 
 @sync
-async def test_keymap_from_the_config_rebinds_by_binding_id() -> None:
-    console = SampleConsole()
-    console.config = replace(console.config, keymap={"release": "k", "duplicates": "D"})
-    app = app_for(console)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
-        select_stale(app)
-        await pilot.press("x")
-        await pilot.pause()
-        assert not isinstance(app.screen, ReleaseModal)
-        await pilot.press("k")
-        await pilot.pause()
-        assert isinstance(app.screen, ReleaseModal)
-        await pilot.press("escape")
-        assert (
-            "k",
-            "Force-release the selected lock holder (type its job name)",
-        ) in app.help_rows()
+async def test_keys_from_the_config_file_rebind_by_binding_id(tmp_path: Any) -> None:
+    """[keys] read from a TOML file by load_config, on the real Console (a SQLite ledger)."""
+    path = tmp_path / "lockconsole.toml"
+    path.write_text(
+        f'[databases.main]\nurl = "sqlite:///{tmp_path / "l.db"}"\n[jobs.j]\nstrategy = "lease"\n'
+        '[keys]\nrelease = "k"\nhelp = "h"\n'
+    )
+    console = Console(load_config(str(path)))
+    try:
+        app = LockConsoleApp(console, refresh=3600)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(app, pilot)
+            await pilot.press("question_mark")  # the old key does nothing now
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen)
+            await pilot.press("h")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help on h")
+            await pilot.press("escape")
+            rows = app.help_rows()
+            assert ("k", "Force-release the selected lock holder (type its job name)") in rows
+            assert ("h", "Show every key") in rows
+    finally:
+        console.close()
+
+
+def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
+    """`[keys]` is checked against lockconsole.keymap without loading the UI: the same ids."""
+    bound = {b.id: b.key for b in LockConsoleApp.BINDINGS if b.id in DEFAULT_KEYS}
+    assert bound == DEFAULT_KEYS
 
 
 class SlowConsole(SampleConsole):
