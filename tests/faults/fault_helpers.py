@@ -15,6 +15,8 @@ from lockconsole.config import load_config
 from lockconsole.ledger import Ledger
 from lockconsole.models import Run
 
+from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 WORKER = HERE / "billing_worker.py"
