@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
@@ -113,8 +111,7 @@ def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type:
     ledger_pid = session.ledger.connection.info.backend_pid
     assert REGISTRY.put(session)
     for pid in (first, ledger_pid):
-        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.1)
+        pg_conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))  # waits for the exit
     with run_once(job, config=config, instance="web-1") as run:
         assert run.acquired and run.run.session_id != first
     assert outcomes(config, job) == ["succeeded", "succeeded"]
