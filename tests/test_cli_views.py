@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import psycopg
 
 from lockconsole.keys import name_to_int64
+from lockconsole.urls import parse_url
 
 from helpers import unavailable, wait_for
 from runner_helpers import lockconsole
@@ -57,6 +59,7 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
     config = two_db_config(write_config, pg_url, mysql_url, uid)
     pg_job, my_job = f"pg_{uid}", f"my_{uid}"
     key = name_to_int64(pg_job)
+    my = parse_url(mysql_url)  # the client goes to the test server, not to a default port
     psql = subprocess.Popen(
         [psql_binary(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True,
@@ -66,9 +69,10 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
     psql.stdin.flush()
     psql_pid = int(psql.stdout.readline().strip().split("|")[1])
     client = subprocess.Popen(
-        [mariadb, "-h127.0.0.1", "-uroot", "test", "-N", "--unbuffered", "-e",
+        [mariadb, f"-h{my.host}", f"-P{my.port or 3306}", f"-u{my.user}", my.database or "test",
+         "-N", "--unbuffered", "-e",
          f"select get_lock('{my_job}', 0), connection_id(); select sleep(60);"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "MYSQL_PWD": my.password or ""},
     )  # fmt: skip
     try:
         assert client.stdout
