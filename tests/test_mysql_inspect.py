@@ -289,8 +289,26 @@ def test_release_denied_without_connection_admin(mli, db, session, closing, make
     assert [e.result for e in audit.entries(200) if name in e.target] == ["denied"]
 
 
-def test_failing_audit_write_kills_nothing(db, session, closing, make_user, uid) -> None:
-    url = make_user("a", "SELECT")  # cannot create or insert into lockconsole_audit
+def test_failing_audit_write_kills_nothing(db, session, closing, mysql_url, uid) -> None:
+    # A database of its own: MariaDB's default install grants every account (PUBLIC) all
+    # privileges on `test` and `test_%`, so the account there could write the audit table.
+    own, user = f"lcaudit_{uid}", f"lc_{uid}a"
+    root = closing(connect(mysql_url))
+    with root.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{own}`")
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw{uid}'")
+        cur.execute(f"GRANT SELECT ON `{own}`.* TO '{user}'@'%'")  # no CREATE, no INSERT
+    u = parse_url(mysql_url)
+    url = f"mysql://{user}:pw{uid}@{u.host}:{u.port or 3306}/{own}"
+    try:
+        _audit_write_fails(db, session, closing, url, uid)
+    finally:
+        with root.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            cur.execute(f"DROP DATABASE IF EXISTS `{own}`")
+
+
+def _audit_write_fails(db, session, closing, url, uid) -> None:  # type: ignore[no-untyped-def]
     conn, name = session(), f"lc:{uid}:audit"
     pid = hold(conn, name)
     inspector = closing(MysqlInspector(db, source="is_used_lock"))  # root: could kill

@@ -39,9 +39,10 @@ def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
 
 def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-untyped-def]
     """An instance whose clock runs an hour ahead still sees the lease held (DB clock)."""
-    config, job, table = lease(max_duration="30s", watchdog_interval=0.1)
+    config, job, table = lease(max_duration="60s", watchdog_interval=0.1)
+    # web-1 holds the lease for 20 x 1 s: far longer than three skewed workers take to start
     a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", "20",
-                     "--delay", "0.25")  # fmt: skip
+                     "--delay", "1")  # fmt: skip
     wait_for(lambda: acquired_run(config, job), what="the holder")
     skewed = {s: start_worker(config, job, f"skew{s}", table, "--slot", SLOT, "--skew", s)
               for s in ("3600", "-3600", "86400")}  # fmt: skip
