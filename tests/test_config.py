@@ -435,10 +435,11 @@ def test_bad_configs_change_nothing(
                 text = path.read_text(encoding="utf-8").replace(CORPUS_PG_URL, own_url)
                 copy = tmp_path / path.name
                 copy.write_text(text, encoding="utf-8")
-                commands.append(["--config", str(copy), "config"])
-                job = _job_name(text)
+                job = _job_name(text)  # one process per file: `run` where there is a job
                 if with_run and job:
                     commands.append(["--config", str(copy), "run", job, "--", "true"])
+                else:
+                    commands.append(["--config", str(copy), "config"])
             with ThreadPoolExecutor(max_workers=8) as pool:
                 results = list(pool.map(lambda args: lockconsole(cli_env, *args), commands))
             for args, result in zip(commands, results, strict=True):
