@@ -111,7 +111,8 @@ def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
                                               ("lease", "pg")])  # fmt: skip
 def test_holder_process_kill9_mid_run(setting, strategy: str, db: str) -> None:
     """kill -9 of the holder: a session lock is free at once; a lease stays until max_duration."""
-    config, job, table, conn, dialect = setting(strategy, db, max_duration="3s")
+    # a lease long enough that web-2 surely starts inside it, even on a loaded machine
+    config, job, table, conn, dialect = setting(strategy, db, max_duration="12s")
     a = start_worker(config, job, "web-1", table, *SLOW)
     holder = wait_for(lambda: acquired_run(config, job), what="the holder")
     _wait_charged(conn, dialect, table)
