@@ -24,6 +24,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the other commands
+# Commands that change a database (run a job, write the ledger, end a session, build a demo):
+# refused under --read-only before any configuration is read or any connection is opened.
+MUTATING_COMMANDS = ("run", "schedule", "release", "demo")
+READ_ONLY_HELP = (
+    "refuse every mutation (run, schedule, release, demo, the console's trigger/release)"
+)
 
 
 def command_word(argv: Sequence[str]) -> str | None:
@@ -50,8 +56,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lockconsole {__version__}")
     parser.add_argument("--config", metavar="PATH", help="the lockconsole.toml to use")
-    parser.add_argument("--read-only", action="store_true",
-                        help="refuse every mutation (release, trigger)")  # fmt: skip
+    parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     sub.add_parser("tui", help="open the console (the default when no command is given)")
@@ -60,14 +65,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from . import cli_run
 
     cli_run.add_parsers(sub)
-    if command in RUN_PATH_COMMANDS:
-        return parser
-    from . import cli_views
+    if command not in RUN_PATH_COMMANDS:
+        from . import cli_views
 
-    cli_views.add_parsers(sub)
-    from .demo import cli as demo_cli
+        cli_views.add_parsers(sub)
+        from .demo import cli as demo_cli
 
-    demo_cli.add_parser(sub)
+        demo_cli.add_parser(sub)
+    for subparser in sub.choices.values():  # --read-only after the command word too
+        subparser.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
+                               help=READ_ONLY_HELP)  # fmt: skip
     return parser
 
 
@@ -84,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.whole_process = whole_process
         if command and args.command != "run":
             raise UsageError("lockconsole: only 'run' takes a command after --")
+        if args.read_only and args.command in MUTATING_COMMANDS:
+            raise UsageError(f"{args.command} refused: --read-only is set; nothing was done")
         if args.command == "config":
             return cmd_config(args)
         if args.command in ("run", "schedule"):

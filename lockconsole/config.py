@@ -35,6 +35,7 @@ from .config_checks import (  # noqa: F401  (re-exported: public names of this m
 )
 from .config_lines import locate
 from .errors import ConfigError
+from .keymap import check_keymap
 from .models import STRATEGIES, Database, Idempotency, Job
 from .settings import ConsoleSettings, parse_console
 from .urls import expand_env, parse_url
@@ -200,9 +201,7 @@ class _Builder:
         )
         if not isinstance(keymap, dict):
             raise self.error((), "keys", 'must be a table of action = "key"')
-        for action, binding in keymap.items():
-            if not isinstance(binding, str) or not binding:
-                raise self.error(("keys",), action, f'must be a key like "q", not {binding!r}')
+        check_keymap(keymap, lambda action, msg: self.error(("keys",), action, msg))
         return Config(self.path, databases, jobs, ledger, instance, console_settings, keymap)
 
     def databases(self, raw: object) -> dict[str, Database]:

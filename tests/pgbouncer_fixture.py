@@ -1,11 +1,12 @@
-"""A real PgBouncer (transaction pooling) in front of the test PostgreSQL, for pooler tests.
+"""A real PgBouncer (transaction or session pooling) before the test PostgreSQL, for pooler tests.
 
-Import the `pgbouncer` fixture into a test module. It finds `pgbouncer` on PATH or installs
-the Debian package; writes its own ini and userlist in a temporary folder; starts it as a
-daemon on a free loopback port (as root it runs as the `postgres` user, since PgBouncer
-refuses to run as root); yields a URL for the `pg_url` server's database through it; and
-stops it by its pid. It skips with the reason when PgBouncer cannot be had or the test
-PostgreSQL has no TCP port (the embedded one), except under CI=true, where that fails.
+Import the `pgbouncer` (or `pgbouncer_session`) fixture into a test module. It finds
+`pgbouncer` on PATH or installs the Debian package; writes its own ini and userlist in a
+temporary folder; starts it as a daemon on a free loopback port (as root it runs as the
+`postgres` user, since PgBouncer refuses to run as root); yields a URL for the `pg_url`
+server's database through it; and stops it by its pid. It skips with the reason when
+PgBouncer cannot be had or the test PostgreSQL has no TCP port (the embedded one), except
+under CI=true, where that fails.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def _wait_listening(port: int, pid_file: Path, log: Path, timeout: float = 10.0)
     raise RuntimeError(f"PgBouncer did not listen on {port} (pid file {pid_file}): {text}")
 
 
-def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str) -> Path:
+def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str,
+                  mode: str) -> Path:  # fmt: skip
     ini = folder / "pgbouncer.ini"
     users = "".join(f'"{u}" ""\n' for u in PGBOUNCER_USERS)
     (folder / "userlist.txt").write_text(users)
@@ -89,7 +91,7 @@ def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str)
         "[pgbouncer]\n"
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {folder / 'userlist.txt'}\n"
-        "admin_users = postgres\npool_mode = transaction\nserver_reset_query_always = 0\n"
+        f"admin_users = postgres\npool_mode = {mode}\nserver_reset_query_always = 0\n"
         "default_pool_size = 4\nmax_client_conn = 100\n"
         "ignore_startup_parameters = extra_float_digits,options\n"
         f"logfile = {folder / 'pgbouncer.log'}\npidfile = {folder / 'pgbouncer.pid'}\n"
@@ -100,6 +102,16 @@ def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str)
 @pytest.fixture(scope="session")
 def pgbouncer(pg_url: str) -> Iterator[str]:
     """URL of the test database through a fresh PgBouncer in transaction pooling."""
+    yield from _pgbouncer(pg_url, "transaction")
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_session(pg_url: str) -> Iterator[str]:
+    """URL of the test database through a fresh PgBouncer in session pooling."""
+    yield from _pgbouncer(pg_url, "session")
+
+
+def _pgbouncer(pg_url: str, mode: str) -> Iterator[str]:
     target = parse_url(pg_url)
     if not target.host or target.host.startswith("/"):
         _unavailable(f"the test PostgreSQL ({target.masked}) has no TCP port for PgBouncer")
@@ -108,7 +120,7 @@ def pgbouncer(pg_url: str) -> Iterator[str]:
     folder.chmod(0o755)
     port = _free_port()
     dbname = target.database or "test"
-    ini = _write_config(folder, port, target.host or "", target.port or 5432, dbname)
+    ini = _write_config(folder, port, target.host or "", target.port or 5432, dbname, mode)
     command = [binary, "-d", str(ini)]
     if os.geteuid() == 0:  # PgBouncer refuses root: run as postgres, which must own the folder
         try:

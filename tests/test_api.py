@@ -9,15 +9,9 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.config import parse_config
 from lockconsole.ledger import Ledger
 
-
-def config_for(url: str, job: str, strategy: str = "pg-session", extra: str = ""):  # type: ignore[no-untyped-def]
-    return parse_config(
-        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
-        f'schedule = "0 2 * * *"\nwatchdog_interval = 0.2\n{extra}'
-    )
+from helpers import config_for
 
 
 def runs(config, job):  # type: ignore[no-untyped-def]

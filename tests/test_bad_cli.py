@@ -68,7 +68,10 @@ def state(url: str) -> tuple[list[str], list[int]]:
             "select schemaname || '.' || tablename from pg_tables "
             "where schemaname not in ('pg_catalog', 'information_schema') order by 1")]  # fmt: skip
         counts = [conn.execute(f"select count(*) from {t}").fetchone()[0] for t in tables]
-        locks = conn.execute("select count(*) from pg_locks where locktype = 'advisory'")
+        locks = conn.execute(  # this database's only: pg_locks shows the whole cluster
+            "select count(*) from pg_locks where locktype = 'advisory' and database = "
+            "(select oid from pg_database where datname = current_database())"
+        )
         return tables, [*counts, locks.fetchone()[0]]
 
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from lockconsole.keys import name_to_int64
+from lockconsole.urls import parse_url
 
+from helpers import unavailable, wait_for
 from runner_helpers import lockconsole
 
 
@@ -40,16 +41,6 @@ def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path: 
     )
 
 
-def wait_for(predicate, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def psql_binary() -> str:
     found = shutil.which("psql")
     if found:
@@ -64,10 +55,11 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
 ):
     mariadb = shutil.which("mariadb") or shutil.which("mysql")
     if mariadb is None:
-        pytest.skip("no mariadb/mysql command-line client on this machine")
+        unavailable("no mariadb/mysql command-line client on this machine")
     config = two_db_config(write_config, pg_url, mysql_url, uid)
     pg_job, my_job = f"pg_{uid}", f"my_{uid}"
     key = name_to_int64(pg_job)
+    my = parse_url(mysql_url)  # the client goes to the test server, not to a default port
     psql = subprocess.Popen(
         [psql_binary(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True,
@@ -77,9 +69,10 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
     psql.stdin.flush()
     psql_pid = int(psql.stdout.readline().strip().split("|")[1])
     client = subprocess.Popen(
-        [mariadb, "-h127.0.0.1", "-uroot", "test", "-N", "--unbuffered", "-e",
+        [mariadb, f"-h{my.host}", f"-P{my.port or 3306}", f"-u{my.user}", my.database or "test",
+         "-N", "--unbuffered", "-e",
          f"select get_lock('{my_job}', 0), connection_id(); select sleep(60);"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "MYSQL_PWD": my.password or ""},
     )  # fmt: skip
     try:
         assert client.stdout

@@ -20,6 +20,8 @@ from lockconsole.errors import DatabaseError
 from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
 
+from helpers import wait_for
+
 DIALECTS = ["postgresql", "mysql", "sqlite"]
 
 
@@ -170,22 +172,20 @@ def test_second_owner_refused_while_held_then_wins_with_a_higher_token(
 
 
 def test_min_hold_keeps_the_lease_after_release(env: Env, locks: Any) -> None:
-    a, b = locks(env.lock("a", min_hold=2)), locks(env.lock("b"))
+    a, b = locks(env.lock("a", min_hold=3)), locks(env.lock("b"))
     assert a.acquire() is True
-    started = time.monotonic()
     a.release()
     assert a.lost_before_release is False
     assert b.acquire() is False
-    time.sleep(max(0.0, 2.3 - (time.monotonic() - started)))
-    assert b.acquire() is True and b.fencing_token == 2
+    wait_for(b.acquire, what="the lease to pass min_hold (database clock)")
+    assert b.fencing_token == 2
 
 
 def test_max_duration_expiry_hands_the_lease_over(env: Env, locks: Any) -> None:
     a, b = locks(env.lock("a", max_duration=1)), locks(env.lock("b"))
     assert a.acquire() is True and a.still_held()
     assert b.acquire() is False
-    time.sleep(1.3)
-    assert a.still_held() is False  # expired, not yet taken
+    wait_for(lambda: a.still_held() is False, what="the lease to expire (database clock)")
     assert b.acquire() is True and b.fencing_token > a.fencing_token
     assert a.still_held() is False
     before = env.row()
@@ -226,8 +226,8 @@ def test_shedlock_row_in_our_table_is_taken_with_a_growing_token(env: Env, locks
     assert shedlock(env, "update", seconds=0.5) == 1  # ShedLock takes it; token untouched
     assert env.row().fencing_token == 1
     assert a.acquire() is False
-    time.sleep(0.7)
-    assert a.acquire() is True and a.fencing_token == 2
+    wait_for(a.acquire, what="ShedLock's 0.5 s lease to expire (database clock)")
+    assert a.fencing_token == 2
 
 
 def _kill_connection(env: Env, lock: LeaseLock) -> None:
@@ -264,9 +264,7 @@ def test_still_held_is_false_when_the_server_is_gone(env: Env, locks: Any) -> No
     lock.database = Database("main", parse_url(dead))
     lock._engine.dispose()
     lock._engine = None  # the reconnect goes to a port nobody listens on
-    started = time.monotonic()
-    assert lock.still_held() is False
-    assert time.monotonic() - started < 5
+    assert lock.still_held() is False  # the one reconnect is refused: no lock, no hang
 
 
 def test_driver_errors_are_one_line_without_the_password(tmp_path: Path) -> None:

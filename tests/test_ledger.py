@@ -26,6 +26,8 @@ from lockconsole.ledger import MAX_MESSAGE, TABLE, Ledger
 from lockconsole.models import Database, Run
 from lockconsole.urls import parse_url
 
+from helpers import wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -246,9 +248,15 @@ def _kill(url: str, ledger: Ledger) -> None:
         try:
             with admin.cursor() as cur:
                 cur.execute("KILL %s", (cid,))
+
+                def gone() -> bool:  # KILL returns before the thread has ended
+                    cur.execute("select count(*) from information_schema.processlist"
+                                " where id = %s", (cid,))  # fmt: skip
+                    return cur.fetchone()[0] == 0
+
+                wait_for(gone, what="the killed connection to end")
         finally:
             admin.close()
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("dialect", ["postgresql", "mysql"])

@@ -6,7 +6,6 @@ import dataclasses
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -20,6 +19,8 @@ from lockconsole.config import parse_config
 from lockconsole.errors import DatabaseError
 from lockconsole.keys import INT64_MAX, INT64_MIN, name_to_int64, pg_locks_identity, split_int64
 from lockconsole.models import Database, Job, LockKey
+
+from helpers import eventually, unavailable
 
 PG_CLASSES = {"pg-session": PgSessionLock, "pg-xact": PgXactLock}
 
@@ -70,16 +71,6 @@ def in_thread(fn: Callable[[], Any], timeout: float = 20.0) -> Any:
     thread.join(timeout)
     assert not thread.is_alive(), f"{fn} did not return within {timeout}s"
     return result[0]
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll `check` until it is true: the server frees a closed session's locks asynchronously."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def with_password(url: str, secret: str, database: str | None = None) -> str:
@@ -266,7 +257,7 @@ def test_tcp_lock_connection_gives_up_on_a_silent_peer(pg_url: str, uid: str, cl
     job, db = build_job(pg_url, f"tcp_{uid}", "pg-session")
     lock = closer(PgSessionLock(job, db, application_name=f"lc-{uid}"))
     if not hasattr(socket, "TCP_USER_TIMEOUT") or db.url.host in (None, "") or "/" in db.url.host:
-        pytest.skip("needs a TCP connection on Linux")
+        unavailable("needs a TCP connection on Linux")
     with socket.fromfd(lock.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == TCP_GIVE_UP * 1000

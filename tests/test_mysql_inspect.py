@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,19 +18,10 @@ from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
 
+from helpers import eventually, unavailable
+
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")
-
-
-def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll `check` until it returns something truthy; that value, or None on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    return None
 
 
 def connect(url: str) -> Any:
@@ -182,7 +172,7 @@ def test_pymysql_holder_listed(db: Database, session, closing, uid, source) -> N
 def test_mariadb_cli_holder_listed(db: Database, closing, uid, source) -> None:
     client = shutil.which("mariadb") or shutil.which("mysql")
     if client is None:
-        pytest.skip("no mariadb command-line client")
+        unavailable("no mariadb command-line client")
     u, name = db.url, f"lc:{uid}:cli"
     env = dict(os.environ, MYSQL_PWD=u.password or "")
     sql = f"select connection_id(), get_lock('{name}', 0); select sleep(30)"
@@ -299,8 +289,26 @@ def test_release_denied_without_connection_admin(mli, db, session, closing, make
     assert [e.result for e in audit.entries(200) if name in e.target] == ["denied"]
 
 
-def test_failing_audit_write_kills_nothing(db, session, closing, make_user, uid) -> None:
-    url = make_user("a", "SELECT")  # cannot create or insert into lockconsole_audit
+def test_failing_audit_write_kills_nothing(db, session, closing, mysql_url, uid) -> None:
+    # A database of its own: MariaDB's default install grants every account (PUBLIC) all
+    # privileges on `test` and `test_%`, so the account there could write the audit table.
+    own, user = f"lcaudit_{uid}", f"lc_{uid}a"
+    root = closing(connect(mysql_url))
+    with root.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{own}`")
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw{uid}'")
+        cur.execute(f"GRANT SELECT ON `{own}`.* TO '{user}'@'%'")  # no CREATE, no INSERT
+    u = parse_url(mysql_url)
+    url = f"mysql://{user}:pw{uid}@{u.host}:{u.port or 3306}/{own}"
+    try:
+        _audit_write_fails(db, session, closing, url, uid)
+    finally:
+        with root.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            cur.execute(f"DROP DATABASE IF EXISTS `{own}`")
+
+
+def _audit_write_fails(db, session, closing, url, uid) -> None:  # type: ignore[no-untyped-def]
     conn, name = session(), f"lc:{uid}:audit"
     pid = hold(conn, name)
     inspector = closing(MysqlInspector(db, source="is_used_lock"))  # root: could kill

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -18,6 +17,8 @@ from lockconsole.errors import DatabaseError
 from lockconsole.models import Database, Job, LockKey
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
+
+from helpers import wait_for
 
 ACTOR = Actor("tester", "testhost")
 Connect = Callable[..., Any]
@@ -94,16 +95,6 @@ def roles(pg_conn: Any, uid: str) -> Iterator[Callable[[str], str]]:
 
 def find(inspector: PgInspector, key: str, jobs: tuple[Job, ...] = ()) -> list[Holder]:
     return [h for h in inspector.holders(jobs).holders if h.key == key]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def entry_for(audit: AuditLog, key: str) -> list[Any]:

@@ -17,6 +17,7 @@ from lockconsole.backends.connect import PREPARE_THRESHOLD
 from lockconsole.config import parse_config
 from lockconsole.sessions import REGISTRY
 
+from helpers import unavailable
 from tcp_proxy import SwitchableProxy
 
 CYCLES = PREPARE_THRESHOLD + 5
@@ -57,7 +58,7 @@ def _prepared(conn) -> list[str]:  # type: ignore[no-untyped-def]
 def _tcp(pg_url: str) -> tuple[str, int]:
     parts = urlsplit(pg_url)
     if not parts.hostname:  # the embedded server of a bare machine: a Unix socket only
-        pytest.skip("needs PostgreSQL on TCP (set LOCKCONSOLE_TEST_PG_URL)")
+        unavailable("needs PostgreSQL on TCP (set LOCKCONSOLE_TEST_PG_URL)")
     return parts.hostname, parts.port or 5432
 
 

@@ -68,14 +68,16 @@ def test_pg_viewer_releaser_plain(pg_accounts, pg_conn, uid) -> None:  # type: i
             (h,) = [h for h in snap.holders if h.job == job]
             assert h.pid == pid and h.state is None and h.backend_start is None and h.hidden
             assert "pg_read_all_stats" in h.hidden
-            assert plain.release(h).status != "released"
+            result = plain.release(h)
+            assert result.status == "denied", result
+            assert "pg_signal_backend" in result.message, result.message
 
         with _pg_console(pg_accounts("viewer"), job, key) as viewer:
             (h,) = [h for h in viewer.snapshot().holders if h.job == job]
             assert (h.pid, h.application_name, h.hidden) == (pid, "billing", None)
             assert h.backend_start is not None and h.state == "idle"
             result = viewer.release(h)
-            assert result.status != "released" and "pg_signal_backend" in result.message
+            assert result.status == "denied" and "pg_signal_backend" in result.message, result
         assert pg_conn.execute("select 1 from pg_stat_activity where pid = %s", (pid,)).fetchone()
 
         with _pg_console(pg_accounts("releaser"), job, key) as releaser:
@@ -150,7 +152,9 @@ def test_mysql_viewer_releaser_plain(my_accounts, mysql_conn, uid) -> None:  # t
         with console("viewer") as viewer:
             (h,) = [h for h in viewer.snapshot().holders if h.job == job]
             assert h.user == u.username and h.hidden is None
-            assert viewer.release(h).status != "released"
+            result = viewer.release(h)
+            assert result.status == "denied", result
+            assert "CONNECTION ADMIN" in result.message or "CONNECTION_ADMIN" in result.message
         assert used() == conn_id
         with console("releaser") as releaser:
             (h,) = [h for h in releaser.snapshot().holders if h.job == job]

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import time
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from lockconsole.keys import name_to_int64
 
 from conftest import PYTHON
+from helpers import wait_for
 from runner_helpers import lockconsole, pg_job_config, runs_of
 
 # Writes "started", sleeps, then writes "finished": a job stopped mid-run never writes the second.
@@ -21,16 +21,6 @@ STEPS = (
     "import sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "
     "time.sleep(float(sys.argv[2])); open(p, 'a').write('finished\\n')"
 )
-
-
-def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def holder_pid(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]
@@ -187,14 +177,25 @@ def test_sigterm_stops_job_releases_and_records(pg_url, pg_conn, uid, write_conf
 
 
 def test_log_lines_are_structured(pg_url, uid, write_config, cli_env):
+    """One structured line per event, and no password in them: one in the URL (from ${ENV})
+    and one in $PGPASSWORD, both set for this run (trust auth ignores them)."""
     job = f"log_{uid}"
-    config = write_config(pg_job_config(pg_url, job, "pg-session"))
-    proc = lockconsole(config, "run", job, "--instance", "web-9", "--", "true", env=cli_env)
-    proc.wait(timeout=30)
-    err = proc.communicate()[1]
+    parts = urlsplit(pg_url)
+    with_password = urlunsplit(
+        parts._replace(
+            netloc=f"{parts.username}:${{LC_PW_{uid}}}@{parts.hostname}:{parts.port or 5432}"
+        )
+    )
+    config = write_config(pg_job_config(with_password, job, "pg-session"))
+    env = {**cli_env, f"LC_PW_{uid}": f"url-secret-{uid}", "PGPASSWORD": f"pg-secret-{uid}"}
+    proc = lockconsole(config, "run", job, "--instance", "web-9", "--json", "--", "true", env=env)
+    proc.wait(timeout=60)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
     assert f"event=acquired job={job}" in err and "instance=web-9" in err
     assert f"event=succeeded job={job}" in err
-    assert os.environ.get("PGPASSWORD", "\0") not in err
+    for secret in (f"url-secret-{uid}", f"pg-secret-{uid}"):
+        assert secret not in err and secret not in out
 
 
 def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_env):

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.config import parse_config
 from lockconsole.ledger import Ledger
 from lockconsole.runner import begin
 from lockconsole.sessions import REGISTRY, SessionRegistry
+
+import helpers
 
 pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
 def config_for(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
-    return parse_config(
-        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
-        f'schedule = "0 2 * * *"\nwatchdog_interval = 0.2\nonce_per_slot = false\n{extra}'
-    )
+    return helpers.config_for(url, job, strategy, "once_per_slot = false\n" + extra)
 
 
 def outcomes(config, job):  # type: ignore[no-untyped-def]
@@ -115,8 +111,7 @@ def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type:
     ledger_pid = session.ledger.connection.info.backend_pid
     assert REGISTRY.put(session)
     for pid in (first, ledger_pid):
-        pg_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.1)
+        pg_conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))  # waits for the exit
     with run_once(job, config=config, instance="web-1") as run:
         assert run.acquired and run.run.session_id != first
     assert outcomes(config, job) == ["succeeded", "succeeded"]

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static
 from textual.worker import Worker, WorkerState
 
 from ..views import Snapshot
+from . import nocolor
 from .actions import ActionsMixin
 from .bindings import app_bindings
 from .fmt import age
@@ -47,6 +48,7 @@ class LockConsoleApp(ActionsMixin, App[int]):
     def __init__(self, console: Any, *, read_only: bool = False, refresh: float | None = None,
                  keymap: Mapping[str, str] | None = None,
                  clock: Callable[[], datetime] | None = None) -> None:  # fmt: skip
+        self.monochrome = nocolor.requested()  # before Textual's App takes NO_COLOR out
         super().__init__()
         self.facade = console  # the Console facade (App.console is Textual's rich Console)
         self.read_only = read_only or bool(getattr(console, "read_only", False))
@@ -185,12 +187,18 @@ class LockConsoleApp(ActionsMixin, App[int]):
         _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
         if view.border_subtitle != (by := f"by {self.group_by} (g)"):
             view.border_subtitle = by
-        sync_table(self.query_one("#jobs", DataTable), job_rows(snap, now))
+        sync_table(self.query_one("#jobs", DataTable), self._paint(job_rows(snap, now)))
         history, self._runs_of = history_rows(snap, now, self.text_filter)
         table = self.query_one("#history", DataTable)
-        sync_table(table, history)
+        sync_table(table, self._paint(history))
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+
+    def _paint(self, rows: list[Any]) -> list[Any]:
+        """Table rows as they go on screen: without colour under NO_COLOR."""
+        if not self.monochrome:
+            return rows
+        return [(key, [nocolor.without_colour(c) for c in cells]) for key, cells in rows]
 
     def _database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
@@ -208,6 +216,8 @@ class LockConsoleApp(ActionsMixin, App[int]):
             paused=self.paused, read_only=self.read_only, busy=busy,
             alerts=len(snap.alerts) if snap else 0,
         )  # fmt: skip
+        if self.monochrome:
+            text = nocolor.without_colour(text)
         status = self.query_one("#status", Static)
         if text != self._shown_status:
             self._shown_status = text
@@ -217,7 +227,8 @@ class LockConsoleApp(ActionsMixin, App[int]):
             good = [self.last_good[n] for n in self.errors if n in self.last_good]
             if "refresh" in self.errors and snap is not None:
                 good = [snap.taken_at]
-            banner.update(banner_text(self.errors, min(good) if good else None, now))
+            shown = banner_text(self.errors, min(good) if good else None, now)
+            banner.update(nocolor.without_colour(shown) if self.monochrome else shown)
         degraded = bool(self.errors)
         if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
             banner.set_class(degraded, "-shown")

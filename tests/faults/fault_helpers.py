@@ -7,15 +7,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lockconsole.config import load_config
 from lockconsole.ledger import Ledger
 from lockconsole.models import Run
+
+from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -59,16 +59,6 @@ def runs_of(config: Path, job: str, limit: int = 100_000) -> list[Run]:
     cfg = load_config(str(config))
     with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
         return sorted(ledger.runs(job, limit=limit), key=lambda r: r.id or 0)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def acquired_run(config: Path, job: str) -> Run | None:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
+from pgbouncer_fixture import pgbouncer, pgbouncer_session  # noqa: F401  (the fixtures)
 
 from lockconsole.config import load_config
 from lockconsole.console import Console
 
-from fault_helpers import job_config, runs_of, worker_env
+from fault_helpers import job_config, runs_of, wait_for, worker_env
 
 MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
 
@@ -102,3 +102,34 @@ def test_pooler_alert_without_allow_pooler(pgbouncer, uid, tmp_path, allow) -> N
     with Console(config, read_only=True) as console:
         alerts = [a for a in console.snapshot().alerts if a.kind == "pooler"]
     assert len(alerts) == 1 and job in alerts[0].message
+
+
+def test_pg_session_behind_session_pooling_is_retried_and_runs(
+    pgbouncer_session,  # noqa: F811
+    pg_conn,
+    uid,
+    tmp_path,
+) -> None:
+    """Session pooling is safe: the port check fails (PgBouncer's port is not the server's),
+    the admin console says pool_mode session, and the lock is tried again and taken."""
+    job = f"sesspool_{uid}"
+    config = job_config(tmp_path / "session.toml", pgbouncer_session, job, "pg-session")
+    key = load_config(str(config)).job(job).key.value
+    marks = tmp_path / "marks"
+    proc = run_cli(config, job, "--json", "--", sys.executable, "-c",
+                   "import sys, time; open(sys.argv[1], 'w').write('in'); time.sleep(30)",
+                   str(marks))  # fmt: skip
+    try:
+        wait_for(marks.exists, what="the job to start")
+        held = pg_conn.execute(
+            "select count(*) from pg_locks where locktype = 'advisory' and granted "
+            "and objid::bigint = (%s::bigint & 4294967295)",
+            (key,),
+        ).fetchone()[0]
+        assert held == 1, "the lock is held on the server, through the session pool"
+    finally:
+        proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert "transaction pooling" not in err and "allow_pooler" not in err, err
+    (run,) = runs_of(config, job)
+    assert run.outcome == "failed" and "SIGTERM" in (run.message or ""), run

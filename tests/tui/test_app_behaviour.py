@@ -7,45 +7,31 @@ database behaviour itself is tested against real servers in test_app_pilot.py.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from textual.strip import Strip
 from textual.widgets import DataTable, Static
-from textual.worker import WorkerFailed
 
+from lockconsole.config import load_config
+from lockconsole.console import Console
+from lockconsole.keymap import DEFAULT_KEYS
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.confirm import ReleaseModal
 from lockconsole.tui.holder_rows import holder_key
 from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
+from lockconsole.tui.screens.help import HelpScreen
 from lockconsole.tui.tables import selected_key
 from lockconsole.views import Snapshot
 
-
-def sync(test: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
+from helpers import settle, sync, until
 
 
 def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
     kwargs.setdefault("refresh", 3600)
     return LockConsoleApp(console, clock=lambda: FROZEN_NOW, **kwargs)
-
-
-async def settle(app: LockConsoleApp, pilot: Any) -> None:
-    try:
-        await app.workers.wait_for_complete()
-    except WorkerFailed:  # the app handles it (Worker.StateChanged); the test looks at that
-        pass
-    await pilot.pause()
 
 
 def select_stale(app: LockConsoleApp) -> None:
@@ -55,24 +41,35 @@ def select_stale(app: LockConsoleApp) -> None:
 
 
 @sync
-async def test_keymap_from_the_config_rebinds_by_binding_id() -> None:
-    console = SampleConsole()
-    console.config = replace(console.config, keymap={"release": "k", "duplicates": "D"})
-    app = app_for(console)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
-        select_stale(app)
-        await pilot.press("x")
-        await pilot.pause()
-        assert not isinstance(app.screen, ReleaseModal)
-        await pilot.press("k")
-        await pilot.pause()
-        assert isinstance(app.screen, ReleaseModal)
-        await pilot.press("escape")
-        assert (
-            "k",
-            "Force-release the selected lock holder (type its job name)",
-        ) in app.help_rows()
+async def test_keys_from_the_config_file_rebind_by_binding_id(tmp_path: Any) -> None:
+    """[keys] read from a TOML file by load_config, on the real Console (a SQLite ledger)."""
+    path = tmp_path / "lockconsole.toml"
+    path.write_text(
+        f'[databases.main]\nurl = "sqlite:///{tmp_path / "l.db"}"\n[jobs.j]\nstrategy = "lease"\n'
+        '[keys]\nrelease = "k"\nhelp = "h"\n'
+    )
+    console = Console(load_config(str(path)))
+    try:
+        app = LockConsoleApp(console, refresh=3600)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(app, pilot)
+            await pilot.press("question_mark")  # the old key does nothing now
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen)
+            await pilot.press("h")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help on h")
+            await pilot.press("escape")
+            rows = app.help_rows()
+            assert ("k", "Force-release the selected lock holder (type its job name)") in rows
+            assert ("h", "Show every key") in rows
+    finally:
+        console.close()
+
+
+def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
+    """`[keys]` is checked against lockconsole.keymap without loading the UI: the same ids."""
+    bound = {b.id: b.key for b in LockConsoleApp.BINDINGS if b.id in DEFAULT_KEYS}
+    assert bound == DEFAULT_KEYS
 
 
 class SlowConsole(SampleConsole):
@@ -95,9 +92,12 @@ async def test_a_slow_database_blocks_neither_the_first_frame_nor_keys_nor_stack
     app = app_for(console, refresh=0.05)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause(1.3)  # many ticks while the first snapshot hangs
+            await until(pilot, lambda: app.skipped_ticks >= 3, what="ticks while it hangs")
+            # the status says so once the refresh has been out for a second
+            status = app.query_one("#status", Static)
+            await until(pilot, lambda: "refreshing" in str(status.render()), what="the notice")
             assert app.snapshot is None
-            assert console.calls == 1 and app.skipped_ticks >= 3
+            assert console.calls == 1
             status = str(app.query_one("#status", Static).render())
             assert "loading" in status and "refreshing" in status, status
             await pilot.press("p")
@@ -128,7 +128,7 @@ async def test_a_failing_refresh_shows_the_banner_keeps_data_and_recovers() -> N
         await settle(app, pilot)
         console.fail = True
         app.action_refresh()
-        await settle(app, pilot)
+        await settle(app, pilot, expect_failure=True)  # the app shows it (Worker.StateChanged)
         banner = app.query_one("#banner", Static)
         assert banner.has_class("-shown")
         assert "RuntimeError: connection refused" in str(banner.render())
@@ -200,7 +200,12 @@ async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line(
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         view = app.query_one(HoldersView)
-        view.painted = 0
+
+        def idle() -> bool:  # no line painted since the last look: the first paint is over
+            painted, view.painted = view.painted, 0
+            return painted == 0
+
+        await until(pilot, idle, what="the first paint to finish")
         app.action_refresh()  # the same holders, the same clock
         await settle(app, pilot)
         assert view.painted == 0
@@ -233,6 +238,56 @@ async def test_ages_come_from_the_injected_clock() -> None:
         assert "data 3m old" in str(app.query_one("#status", Static).render())
 
 
-def test_no_color_is_honoured(monkeypatch: Any) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
-    assert LockConsoleApp(SampleConsole()).no_color
+def screen_segments(app: LockConsoleApp) -> list[tuple[str, Any]]:
+    """Every (text, style) the terminal is sent for the whole screen, filters applied."""
+    update = app.screen._compositor.render_update(full=True)
+    lines = update.strips  # type: ignore[attr-defined]
+    return [(seg.text, seg.style) for line in lines for seg in Strip.join(line)]
+
+
+def is_grey(color: Any) -> bool:
+    if color is None:
+        return True
+    r, g, b = color.get_truecolor()
+    return max(r, g, b) - min(r, g, b) <= 8
+
+
+async def rendered_states(monkeypatch: Any, no_color: bool) -> list[tuple[str, Any]]:
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    console = FlakyConsole()
+    app = app_for(console)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        assert app.monochrome is no_color
+        console.fail = True  # a database down: the banner and the status line show it
+        app.errors = {"billing": "connection refused"}
+        app._show_status()
+        await pilot.pause()
+        return screen_segments(app)
+
+
+@sync
+async def test_no_color_drops_every_colour_and_keeps_states_readable(monkeypatch: Any) -> None:
+    segments = await rendered_states(monkeypatch, no_color=True)
+    text = "".join(t for t, _ in segments)
+    colours = {c for _, style in segments if style for c in (style.color, style.bgcolor)}
+    assert colours and all(is_grey(c) for c in colours), sorted(map(str, colours))
+    # every state is told by text or a glyph, not by colour alone
+    for marker in ("billing ✖ down", "reports ● ok", "! STALE", "DOUBLE RUN", "FAILED"):
+        assert marker in text, marker
+    # where colour was the only cue, reverse video marks the problem instead
+    down = next(style for t, style in segments if "billing ✖ down" in t)
+    assert down.reverse and down.bold, down
+    double = [style for t, style in segments if t.strip().startswith("DOUBLE RUN")]
+    assert double and all(style.reverse for style in double)
+
+
+@sync
+async def test_with_colour_the_same_states_are_coloured(monkeypatch: Any) -> None:
+    """The control for the test above: without NO_COLOR the same screen has colours."""
+    segments = await rendered_states(monkeypatch, no_color=False)
+    down = next(style for t, style in segments if "billing ✖ down" in t)
+    assert not is_grey(down.color) and not down.reverse

@@ -9,7 +9,6 @@ and recovers on its own.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,19 +27,11 @@ from lockconsole.tui.palette import ActionsProvider
 from lockconsole.urls import parse_url
 from lockconsole.views import Holder
 
+from helpers import settle, sync, unavailable
+from helpers import wait_for as eventually
 from tcp_proxy import SwitchableProxy
 
 SIZE = (100, 30)
-
-
-def sync(test: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an async test body with asyncio.run (no pytest asyncio plugin needed)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
 
 
 def config_for(uid: str, pg_url: str | None = None, mysql_url: str | None = None) -> Config:
@@ -81,11 +72,6 @@ def make_console() -> Iterator[Callable[..., Console]]:
         console.close()
 
 
-async def settle(app: LockConsoleApp, pilot: Any) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 async def refresh_until(app: LockConsoleApp, pilot: Any, check: Callable[[], Any],
                         timeout: float = 30.0) -> Any:  # fmt: skip
     """Refresh (as the `r` key does) until `check()` is true; Pilot does not wait for threads."""
@@ -124,15 +110,6 @@ def select_job(app: LockConsoleApp, job: str) -> None:
     table = app.query_one("#jobs", DataTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(job))
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 def pg_session_alive(pg_conn: Any, pid: int) -> bool:
@@ -294,7 +271,7 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
 def pg_proxy(pg_url: str) -> Iterator[tuple[SwitchableProxy, str]]:
     u = parse_url(pg_url)
     if not u.host or u.host.startswith("/"):
-        pytest.skip("PostgreSQL is reached over a socket here; the proxy needs TCP")
+        unavailable("PostgreSQL is reached over a socket here; the proxy needs TCP")
     proxy = SwitchableProxy((u.host, u.port or 5432))
     auth = u.user + (f":{u.password}" if u.password else "") if u.user else ""
     yield proxy, f"postgresql://{auth}@127.0.0.1:{proxy.port}/{u.database}"

@@ -17,6 +17,8 @@ from lockconsole.tui.confirm import ReleaseModal
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, sample_snapshot
 from lockconsole.tui.screens import DuplicatesScreen, TimelineScreen
 
+from helpers import settle as settle_app
+
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
@@ -33,8 +35,7 @@ class Host(App[None]):
 
 async def settle(pilot: Any) -> None:
     """Let thread workers finish and their results land; stop the cursor blinking."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settle_app(pilot.app, pilot)
     for field in pilot.app.screen.query(Input):
         field.cursor_blink = False
     await pilot.pause()

@@ -32,6 +32,8 @@ from lockconsole.tui.screens import (
 )
 from lockconsole.views import Holder
 
+from helpers import settle
+
 TENANTS = 120  # each charged three times in 2026-11: 120 groups, 240 surplus rows
 
 
@@ -235,18 +237,13 @@ def pg_console(pg_url: str, table: str) -> Any:
     return Console(config)
 
 
-async def settle(pilot: Any, app: App[Any]) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def test_duplicates_screen_on_postgres(pg_url: str, invoices: str, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)
     console = pg_console(pg_url, invoices)
 
     async def script(pilot: Any, app: Host) -> None:
-        await settle(pilot, app)
+        await settle(app, pilot)
         summary = text_of(app, "#dup-summary")
         assert "120 duplicated keys · 240 surplus rows" in summary
         assert "NO unique key on (tenant_id, period)" in summary
@@ -256,23 +253,23 @@ def test_duplicates_screen_on_postgres(pg_url: str, invoices: str, tmp_path: Pat
         assert groups.get_row_at(0)[:3] == ["1", "2026-11", "3"]
         assert groups.get_row_at(0)[3] == "1, 2, 3"  # the run ids
         await pilot.press("n")
-        await settle(pilot, app)
+        await settle(app, pilot)
         assert groups.get_row_at(0)[0] == "51"
         assert "page 2 · groups 51–100 of 120" in text_of(app, "#page-line")
         await pilot.press("n")
-        await settle(pilot, app)
+        await settle(app, pilot)
         assert groups.row_count == 20 and not app.screen.has_more
         await pilot.press("p", "p")
-        await settle(pilot, app)
+        await settle(app, pilot)
         assert groups.get_row_at(0)[0] == "1" and app.screen.page == 0
         await pilot.press("down", "down", "enter")
-        await settle(pilot, app)
+        await settle(app, pilot)
         rows = app.screen.query_one("#rows", DataTable)
         assert rows.row_count == 3
         assert {rows.get_row_at(i)[1] for i in range(3)} == {"3"}  # tenant_id of group 3
         assert "3 rows with key (3, 2026-11)" in text_of(app, "#rows-title")
         await pilot.press("e", "enter")
-        await settle(pilot, app)
+        await settle(app, pilot)
         await pilot.press("escape")
         await pilot.pause()
 
@@ -292,11 +289,11 @@ def test_duplicates_export_to_a_typed_path(pg_url: str, invoices: str, tmp_path:
     target = tmp_path / "out.csv"
 
     async def script(pilot: Any, app: Host) -> None:
-        await settle(pilot, app)
+        await settle(app, pilot)
         await pilot.press("e")
         app.screen.query_one("#export-path", Input).value = ""
         await pilot.press(*str(target), "enter")
-        await settle(pilot, app)
+        await settle(app, pilot)
         assert app.screen.page == 0  # typing n and p into the path changed no page
 
     try:
@@ -310,7 +307,7 @@ def test_duplicates_screen_shows_a_database_error(pg_url: str, uid: str) -> None
     console = pg_console(pg_url, f"missing_{uid}")
 
     async def script(pilot: Any, app: Host) -> None:
-        await settle(pilot, app)
+        await settle(app, pilot)
         error = app.screen.query_one("#dup-error", Static)
         assert error.has_class("-shown")
         assert f"missing_{uid} does not exist" in text_of(app, "#dup-error")

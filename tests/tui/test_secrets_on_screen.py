@@ -7,9 +7,14 @@ import asyncio
 import socket
 from pathlib import Path
 
+from textual.widgets import Static
+
 from lockconsole.config import parse_config
 from lockconsole.console import Console
 from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.screens.help import HelpScreen
+
+from helpers import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,28 +42,29 @@ def test_password_of_a_down_database_is_not_on_screen(pg_url, uid, tmp_path):
         {"PW": secret},
     )
 
-    async def shoot() -> list[str]:
+    async def shoot() -> tuple[str, list[str]]:
         console = Console(config)
         try:
             app = LockConsoleApp(console)
             async with app.run_test(size=(120, 40)) as pilot:
-                for _ in range(50):  # until the down database's error is on screen
-                    await pilot.pause(0.1)
-                    if app.snapshot is not None and app.snapshot.errors:
-                        break
-                await pilot.pause(0.2)
+                banner = app.query_one("#banner", Static)
+                await until(pilot, lambda: "down" in app.errors and banner.has_class("-shown"),
+                            what="the down database's error in the banner")  # fmt: skip
+                shown = str(banner.render())
                 shots = [app.save_screenshot("dash.svg", str(tmp_path))]
                 await pilot.press("question_mark")
-                await pilot.pause(0.2)
+                await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
                 shots.append(app.save_screenshot("help.svg", str(tmp_path)))
-                return [Path(p).read_text(encoding="utf-8") for p in shots]
+                return shown, [Path(p).read_text(encoding="utf-8") for p in shots]
         finally:
             console.close()
 
-    svgs = asyncio.run(shoot())
-    assert "down" in svgs[0], "the down database is shown"
-    for svg in svgs:
-        assert secret not in svg
+    banner, svgs = asyncio.run(shoot())
+    # the error reached the screen: the banner names the database and says what went wrong
+    assert "⚠ down:" in banner and "refused" in banner.lower(), banner
+    assert "⚠" in svgs[0], "the banner is in the screenshot"
+    for text in (banner, *svgs):
+        assert secret not in text
 
 
 def test_committed_screenshots_carry_no_sample_password():
