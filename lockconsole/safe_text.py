@@ -30,16 +30,23 @@ from .urls import redact, secrets_version
 if TYPE_CHECKING:  # rich is imported only when a Text is built (the run path stays light)
     from rich.text import Text
 
-# C0 controls (tab and newline too: a cell is one line), DEL, C1 controls, and the bidi
-# embeddings, overrides and isolates that reorder what the terminal shows.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls (tab and newline too: a cell is one line), DEL, C1 controls, the bidi
+# embeddings, overrides and isolates that reorder what the terminal shows, and the other
+# invisible format characters (zero-width spaces and joiners, bidi marks, soft hyphen, BOM,
+# tags): they hide in a name an operator must recognise, and terminals disagree on their width.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]"
+)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 ELLIPSIS = "…"
 
 
 def _escape(m: re.Match[str]) -> str:
     code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(text: object) -> str:
@@ -80,7 +87,7 @@ def fit(text: str, width: int) -> str:
         return ""
     if cell_len(text) <= width:
         return text
-    return set_cell_size(text, width - 1) + ELLIPSIS
+    return set_cell_size(text, width - 1).rstrip(" ") + ELLIPSIS  # no gap before a wide cut
 
 
 def pad(text: str, width: int) -> str:

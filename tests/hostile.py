@@ -28,7 +28,9 @@ from psycopg import sql
 
 DATA = Path(__file__).parent / "data" / "hostile_strings.json"
 # Bytes that would act on a terminal: C0 (but the line break), DEL, C1, bidi controls.
-RAW_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+RAW_CONTROL = re.compile(
+    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
 
 
 def corpus() -> list[tuple[str, str, bool]]:
