@@ -142,12 +142,17 @@ class ReleaseModal(ModalScreen[bool]):
         + """
         & > #dialog { border: thick $error; }
         & #details { height: auto; max-height: 13; }
+        /* the status line (row 0) stays visible: however long the holder's data, the
+           dialog fits below it; a short terminal gets fewer detail rows (they scroll) */
+        padding-top: 1;
+        &.-short #details { max-height: 7; }
         & #prompt { margin-top: 1; }
         & #waiter { color: $warning; margin-top: 1; }
         & Input.-wrong { border: tall $error; }
     }"""
     )
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
     def __init__(self, holder: Holder) -> None:
         super().__init__()

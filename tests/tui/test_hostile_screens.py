@@ -65,12 +65,12 @@ def select_job(app: LockConsoleApp, job: str) -> None:
     table.move_cursor(row=table.get_row_index(job))
 
 
-def run(world: World, script: Any) -> None:
+def run(world: World, script: Any, size: tuple[int, int] = (120, 40)) -> None:
     async def main() -> None:
         console = Console(load_config(str(world.config)))
         try:
             app = LockConsoleApp(console, refresh=3600)
-            async with app.run_test(size=(120, 40)) as pilot:
+            async with app.run_test(size=size) as pilot:
                 await loaded(app, pilot)
                 await script(app, pilot)
         finally:
@@ -173,3 +173,23 @@ def test_screens_log_and_notifications(world: World) -> None:
         assert_inert(app, "help")
 
     run(world, script)
+
+
+def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -> None:
+    async def script(app: LockConsoleApp, pilot: Any) -> None:
+        view = app.query_one(HoldersView)
+        view.focus()
+        tall = [i for i, r in enumerate(view.model.rows) if r.holder and r.holder.query]
+        assert len(tall) >= 20, "the PostgreSQL sessions, with their query text"
+        for index in tall:
+            view._move(index)
+            await pilot.press("x")
+            await pilot.pause()
+            modal = app.screen
+            assert modal.query_one("#dialog").region.y >= 1, view.model.rows[index].cells
+            assert modal.query_one("#buttons").region.bottom <= 24
+            assert_inert(app, "release modal at 80x24")
+            await pilot.press("escape")
+            await pilot.pause()
+
+    run(world, script, size=(80, 24))
