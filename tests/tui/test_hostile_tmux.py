@@ -41,8 +41,8 @@ class Tmux:
         self.tmux("resize-window", "-x", "120", "-y", "40")
         assert self.tmux("display", "-p", "#{pane_width}x#{pane_height}").strip() == "120x40"
         # COLUMNS and LINES (set under pytest) would win over the pane's real size
-        self.tmux("respawn-pane", "-k",
-                  f"env -u COLUMNS -u LINES {exports} {' '.join(map(_quote, command))}")  # fmt: skip
+        argv = " ".join(map(_quote, command))
+        self.tmux("respawn-pane", "-k", f"env -u COLUMNS -u LINES {exports} {argv}")
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
