@@ -115,13 +115,16 @@ def clean(text: Text | str, *, limit: int | None = None) -> Text:
     if isinstance(text, str):
         return data_text(text, limit=limit)
     plain = text.plain
-    if not has_unsafe(plain) and redact(plain) == plain:
+    masked = redact(plain)
+    if masked != plain:  # a password inside: masked over the whole text, its spans let go
+        out = Text(printable(masked), style=text.style, no_wrap=text.no_wrap, end=text.end)
+    elif not has_unsafe(plain):
         out = text.copy()
     else:
         cuts = sorted({0, len(plain), *(s.start for s in text.spans), *(s.end for s in text.spans)})
         out = Text(style=text.style, justify=text.justify, no_wrap=text.no_wrap, end=text.end)
         for start, end in zip(cuts, cuts[1:], strict=False):
-            piece = Text(shown(plain[start:end]))
+            piece = Text(printable(plain[start:end]))
             for span in text.spans:
                 if span.start <= start and end <= span.end:
                     piece.stylize(span.style)

@@ -93,7 +93,7 @@ def test_json_views_keep_the_original_strings(worlds: tuple[World, World]) -> No
     assert bad.strings[6] in lease_by
     queries = {h["pid"]: h["query"] for h in holders if h["pid"] in bad.pg_pids}
     assert any(q and "\x1b[2J" in q for q in queries.values()), "query text kept raw in JSON"
-    runs = json.loads(cli(bad, "history", "--json", "--limit", "200").stdout)["runs"]
+    runs = json.loads(cli(bad, "history", "--json", "--job", bad.jobs["ledger"]).stdout)["runs"]
     messages = {r["message"] for r in runs if r["job"] == bad.jobs["ledger"]}
     assert bad.strings[7] in messages and bad.strings[17] in messages
 

@@ -41,6 +41,8 @@ def terminal(app: LockConsoleApp) -> str:
 
 def assert_inert(app: LockConsoleApp, where: str) -> str:
     out = terminal(app)
+    # one line per row: a line more would scroll the real terminal (and the status line off)
+    assert out.count("\n") < app.size.height, where
     leftover = OWN_SEQUENCES.sub("", out)
     assert not raw_controls(leftover), (where, raw_controls(leftover))
     return out
