@@ -87,7 +87,10 @@ def test_json_views_keep_the_original_strings(worlds: tuple[World, World]) -> No
         json.loads(got.stdout)  # one JSON document
     holders = json.loads(cli(bad, "locks", "--json").stdout)["holders"]
     keys = {h["key"] for h in holders}
-    assert set(bad.my_names) <= keys, "every GET_LOCK name, exactly as the app wrote it"
+    # MariaDB keeps a lock name as a utf8mb3 C string: a NUL ends it, emoji become '?'
+    kept = {n for n in bad.my_names if "\0" not in n and all(ord(c) < 0x10000 for c in n)}
+    assert kept <= keys, "every GET_LOCK name, exactly as the server holds it"
+    assert sum(h["database"] == "my" for h in holders) >= len(bad.my_names)
     assert set(bad.lease_names) <= keys, "every lease row, exactly"
     lease_by = {h["locked_by"] for h in holders if h["kind"] == "lease"}
     assert bad.strings[6] in lease_by
