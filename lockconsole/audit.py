@@ -16,7 +16,7 @@ from typing import Any
 from .errors import DatabaseError
 from .models import Database
 from .slots import utcnow
-from .urls import scrub
+from .urls import redact, scrub
 
 log = logging.getLogger("lockconsole.audit")
 TABLE = "lockconsole_audit"
@@ -101,7 +101,7 @@ class AuditLog:
                         host=actor.host,
                         action=action,
                         database_name=self.database.name,
-                        target=target,
+                        target=redact(target),
                         result="attempted",
                     )  # fmt: skip
                 )
@@ -125,7 +125,7 @@ class AuditLog:
                 conn.execute(
                     self.table.update()
                     .where(self.table.c.id == entry_id)
-                    .values(result=result, message=message)
+                    .values(result=result, message=None if message is None else redact(message))
                 )
         except SQLAlchemyError as exc:
             log.error("audit id=%s result %s not recorded: %s", entry_id, result,

@@ -85,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:  # everything after -- is the job's command, untouched by argparse
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
+    from .safe_text import masked_stdio
+
+    with masked_stdio():  # every password masked in whatever this command prints
+        return _main(argv, command)
+
+
+def _main(argv: list[str], command: list[str]) -> int:
     try:
         args = build_parser(command_word(argv)).parse_args(argv)
         args.cmd = command
@@ -130,8 +137,10 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 def _report(exc: BaseException) -> None:
     """The one line an operator sees for an error: no traceback, no line breaks."""
+    from .safe_text import shown
+
     text = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
-    print(f"lockconsole: {text}", file=sys.stderr)
+    print(f"lockconsole: {shown(text)}", file=sys.stderr)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -163,12 +172,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
-    print(f"config: {config.path}")
+    from .safe_text import shown
+
+    print(shown(f"config: {config.path}"))
     for name, url in data["databases"].items():
-        print(f"database {name}: {url}")
+        print(shown(f"database {name}: {url}"))
     for name, job in data["jobs"].items():
-        print(
-            f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
-            f"schedule={job['schedule'] or '-'} ({job['timezone']})"
-        )
+        print(shown(f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
+                    f"schedule={job['schedule'] or '-'} ({job['timezone']})"))  # fmt: skip
     return EXIT_OK

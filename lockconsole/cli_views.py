@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import UsageError
+from .safe_text import shown
 
 EXIT_ALERTS = 1
 EXIT_NOT_RELEASED = 1
@@ -167,7 +168,7 @@ def cmd_release(console: Any, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     else:
-        print(f"{result.status}: {result.message}")
+        print(shown(f"{result.status}: {result.message}"))
     return 0 if result.status == "released" else EXIT_NOT_RELEASED
 
 
@@ -178,9 +179,9 @@ def cmd_check(console: Any, args: argparse.Namespace) -> int:
         _print_json({"taken_at": snap.taken_at, "alerts": problems, "errors": dict(snap.errors)})
     else:
         for alert in problems:
-            print(f"{alert.kind}: {alert.message}")
+            print(shown(f"{alert.kind}: {alert.message}"))
         for db, error in snap.errors:
-            print(f"database_error: {db}: {error}")
+            print(shown(f"database_error: {db}: {error}"))
         if not problems and not snap.errors:
             print("ok: no alerts")
     return EXIT_ALERTS if problems or snap.errors else 0
@@ -190,11 +191,12 @@ def _confirm(holder: Any) -> bool:
     if not sys.stdin.isatty():
         raise UsageError("release: no terminal to confirm on; add --yes")
     expected = holder.job or holder.key
-    print(f"About to end {holder.database} pid {holder.pid} holding {holder.key}"
-          f" ({holder.job or 'unmapped'}), user {holder.user}, application "
-          f"{holder.application_name}.")  # fmt: skip
-    answer = input(f"Type {expected!r} to confirm: ")
-    return answer.strip() == str(expected)
+    print(shown(f"About to end {holder.database} pid {holder.pid} holding {holder.key}"
+                f" ({holder.job or 'unmapped'}), user {holder.user}, application "
+                f"{holder.application_name}."))  # fmt: skip
+    answer = input(f"Type {shown(expected)!r} to confirm: ").strip()
+    # a key with control characters is typed as it is shown (escaped)
+    return answer in (str(expected), shown(expected))
 
 
 def _print_json(value: Any) -> None:

@@ -36,7 +36,7 @@ from .config import check_column, check_identifier
 from .errors import ConfigError, DatabaseError
 from .idempotency import unique_key_ddl
 from .models import Database, Idempotency
-from .urls import parse_url, scrub
+from .urls import parse_url, redact, scrub
 from .views import DuplicateGroup
 
 ROWS_LIMIT = 1000  # rows shown of one group
@@ -220,11 +220,14 @@ def export_csv(
 
 
 def _write_csv(f: IO, result: Any) -> int:
+    from .safe_text import csv_cell
+
     writer = csv.writer(f)
-    writer.writerow(list(result.keys()))
+    names = list(result.keys())
+    writer.writerow([csv_cell(name) for name in names])
     count = 0
-    for batch in result.partitions():
-        writer.writerows(batch)
+    for batch in result.partitions():  # text a spreadsheet would run as a formula is quoted
+        writer.writerows([csv_cell(v) for v in row] for row in batch)
         count += len(batch)
     return count
 
@@ -312,7 +315,7 @@ def _diagnose(engine: Engine, s: _Spec, exc: SQLAlchemyError) -> Exception:
     try:
         insp = inspect(engine)
         if not insp.has_table(s.name, schema=s.schema):
-            where = engine.url.render_as_string(hide_password=True)
+            where = redact(engine.url.render_as_string(hide_password=True))
             return ConfigError(f"table {s.label} does not exist in {where}")
         names = [c["name"] for c in insp.get_columns(s.name, schema=s.schema)]
     except SQLAlchemyError:
@@ -331,4 +334,5 @@ def _database_error(engine: Engine, exc: BaseException) -> DatabaseError:
     text = first_line(getattr(exc, "orig", None) or exc)
     if engine.url.password:  # drivers may echo the DSN; scrub() also catches its quoted form
         text = scrub(text, parse_url(engine.url.render_as_string(hide_password=False)))
-    return DatabaseError(f"{engine.url.render_as_string(hide_password=True)}: {text}")
+    # SQLAlchemy hides only the user-info password: redact() masks ?password= and the rest
+    return DatabaseError(redact(f"{engine.url.render_as_string(hide_password=True)}: {text}"))

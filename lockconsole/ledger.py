@@ -36,7 +36,7 @@ from .backends.connect import connect, first_line, prepare_if_direct
 from .errors import DatabaseError
 from .ledger_schema import TABLE, schema  # noqa: F401  (TABLE is public here)
 from .models import Database, Run, evolve
-from .urls import scrub
+from .urls import redact, scrub
 
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
 OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
@@ -85,8 +85,13 @@ def from_db(value: Any) -> datetime | None:
 
 
 def truncate(message: str | None) -> str | None:
-    """The message, cut to MAX_MESSAGE characters (keeping its start and its end)."""
-    if message is None or len(message) <= MAX_MESSAGE:
+    """The message, passwords masked, cut to MAX_MESSAGE characters (keeping start and end)."""
+    if message is None:
+        return message
+    masked = redact(message)
+    if masked != message:
+        message = masked
+    if len(message) <= MAX_MESSAGE:
         return message
     head, tail = MAX_MESSAGE // 4, MAX_MESSAGE * 3 // 4
     cut = len(message) - head - tail

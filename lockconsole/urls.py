@@ -20,6 +20,44 @@ _SCHEMES = {
 }
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
+# Secrets in any rendering: a URL's user-info (ours, SQLAlchemy's postgresql+psycopg://,
+# a driver's DSN), key=value pairs (URL queries, libpq conninfo) and quoted "password": "x".
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#]*):[^\s/]*@")
+_PAIR = re.compile(
+    r"""(?i)\b((?:ssl)?pass(?:word|wd)?)(\s*=\s*)('(?:[^'\\]|\\.)*'|"[^"]*"|[^\s&;'",)]*)"""
+)
+_QUOTED = re.compile(r"""(?i)(["']?(?:ssl)?password["']?\s*:\s*)("(?:[^"\\]|\\.)*"|'[^']*')""")
+MIN_SECRET = 4  # shorter passwords are masked by the patterns only (a literal would hit words)
+_secrets: set[str] = set()
+_version = 0  # grows with _secrets: cached redactions of an older version are stale
+
+
+def secrets_version() -> int:
+    return _version
+
+
+def remember_secret(secret: str | None) -> None:
+    """Have redact() mask `secret` wherever it appears (every URL parse calls this)."""
+    global _version
+    if secret and len(secret) >= MIN_SECRET and secret not in _secrets:
+        _version += 1
+        _secrets.add(secret)
+        _secrets.add(quote(secret, safe=""))
+        _secrets.add(repr(secret)[1:-1])
+
+
+def redact(text: str) -> str:
+    """`text` with every password masked: the one filter for all lockconsole shows or keeps."""
+    if not text:
+        return text
+    text = _USERINFO.sub(r"\1:***@", text)
+    text = _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _QUOTED.sub(lambda m: f'{m.group(1)}"***"', text)
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
 
 def expand_env(text: str, environ: dict[str, str] | None = None) -> str:
     """Replace ${NAME} with the environment's value; a missing variable is an error."""
@@ -74,6 +112,9 @@ def parse_url(raw: str) -> DatabaseURL:
     for k, _v in query:
         if k.lower() == "password":
             password = password or _v
+        if k.lower().endswith("password"):
+            remember_secret(_v)
+    remember_secret(password)
     return DatabaseURL(
         dialect,  # type: ignore[arg-type]
         raw,
@@ -104,7 +145,7 @@ def mask(raw: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = "&".join(
-            f"{quote(k)}={'***' if k.lower() == 'password' else quote(v, safe='/')}"
+            f"{quote(k)}={'***' if k.lower().endswith('password') else quote(v, safe='/')}"
             for k, v in pairs
         )
     out = f"{parts.scheme}://{netloc}{parts.path}"
@@ -114,9 +155,37 @@ def mask(raw: str) -> str:
 def scrub(text: str, *urls: DatabaseURL) -> str:
     """Remove every password of `urls` from a message (driver errors may echo them)."""
     for url in urls:
+        remember_secret(url.password)
         if url.password:
             text = text.replace(url.password, "***")
             text = text.replace(quote(url.password, safe=""), "***")
         if url.raw and url.raw != url.masked:
             text = text.replace(url.raw, url.masked)
-    return text
+    return redact(text)
+
+
+def _redacting_record_factory() -> None:
+    """Mask passwords in every log record of lockconsole's loggers, whatever the handler."""
+    import logging
+
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "lockconsole_redacts", False):
+        return
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.startswith("lockconsole"):
+            try:
+                message = record.getMessage()
+            except Exception:  # a bad format string stays logging's own problem
+                return record
+            masked = redact(message)
+            if masked != message or record.args:
+                record.msg, record.args = masked, ()
+        return record
+
+    factory.lockconsole_redacts = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
+_redacting_record_factory()

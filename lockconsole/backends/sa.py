@@ -7,13 +7,18 @@ from typing import Any
 from ..models import DatabaseURL
 from .connect import Timeouts, pg_connect_params
 
+_MYSQL_QUERY = ("charset", "unix_socket")
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
 
 
 def sa_url(url: DatabaseURL) -> Any:
     """The SQLAlchemy URL object for `url` (render it with hide_password=True only)."""
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import URL, make_url
 
+    if url.dialect == "mysql":  # what connect_mysql uses: PyMySQL refuses other keywords
+        query = {k: v for k, v in url.query if k in _MYSQL_QUERY}
+        return URL.create(_DRIVERS["mysql"], url.user or "root", url.password, url.host,
+                          url.port, url.database, query)  # fmt: skip
     rest = url.raw.split("://", 1)[1]
     return make_url(f"{_DRIVERS[url.dialect]}://{rest}")
 

@@ -23,6 +23,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 from textual.worker import Worker, WorkerState
 
+from ..safe_text import fit, shown
 from ..views import Snapshot
 from . import nocolor
 from .actions import ActionsMixin
@@ -35,6 +36,8 @@ from .palette import ActionsProvider
 from .panes import HISTORY_COLUMNS, JOB_COLUMNS, banner_text, history_rows, job_rows, status_text
 from .state import carry_over, failed_databases
 from .tables import sync_table
+
+TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
 
 class LockConsoleApp(ActionsMixin, App[int]):
@@ -238,10 +241,17 @@ class LockConsoleApp(ActionsMixin, App[int]):
     # --- log ---------------------------------------------------------------------------
 
     def log_line(self, line: str, *, show: bool = True) -> None:
+        """Add a line to the log pane: a job's output and alerts are data (shown())."""
         log = self.query_one("#log", RichLog)
         if show:
             log.add_class("-shown")
-        log.write(line)
+        log.write(shown(line))
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
+        """Every toast (the screens' too) shows its text as data: never markup, no controls."""
+        super().notify(fit(shown(message), TOAST_WIDTH), title=fit(shown(title), 80),
+                       severity=severity, timeout=timeout, markup=False)  # fmt: skip
 
     def log_from_thread(self, line: str) -> None:
         try:

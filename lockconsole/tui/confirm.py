@@ -20,9 +20,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from ..safe_text import data_text, shown
 from ..views import Holder
 from .screens.run_detail import fmt_time
 
+DETAIL_WIDTH = 2000  # terminal cells of one detail (a 10 KB query ends in '…')
 DIALOG_CSS = """
     align: center middle;
     & > #dialog {
@@ -53,9 +55,9 @@ class ConfirmModal(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(self.title_text, id="title", markup=False)
+            yield Static(shown(self.title_text), id="title", markup=False)
             with VerticalScroll(id="body-scroll"):
-                yield Static(self.body, id="body", markup=False)
+                yield Static(shown(self.body), id="body", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", id="confirm", variant="primary", compact=True)
                 yield Button("No (n)", id="cancel", compact=True)
@@ -97,7 +99,7 @@ def holder_details(holder: Holder) -> Table:
     def add(label: str, value: object) -> None:
         if value not in (None, ""):
             text = fmt_time(value) if isinstance(value, datetime) else str(value)
-            grid.add_row(label, Text(text))
+            grid.add_row(label, data_text(text, limit=DETAIL_WIDTH))
 
     add("job", holder.job or "— unmapped key (no configured job)")
     add("database", holder.database + (f" ({holder.datname})" if holder.datname else ""))
@@ -125,9 +127,11 @@ def holder_details(holder: Holder) -> Table:
         if holder.blocked_by:
             add("blocked by", "pid " + ", ".join(str(p) for p in holder.blocked_by))
     if holder.stale:
-        grid.add_row(Text("stale", style="bold yellow"), Text(holder.stale, style="yellow"))
+        grid.add_row(Text("stale", style="bold yellow"),
+                     data_text(holder.stale, style="yellow", limit=DETAIL_WIDTH))  # fmt: skip
     if holder.hidden:
-        grid.add_row(Text("hidden", style="bold"), Text(holder.hidden, style="italic"))
+        grid.add_row(Text("hidden", style="bold"),
+                     data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH))  # fmt: skip
     return grid
 
 
@@ -140,12 +144,16 @@ class ReleaseModal(ModalScreen[bool]):
         + """
         & > #dialog { border: thick $error; }
         & #details { height: auto; max-height: 13; }
+        /* the status line (row 0) stays visible however long the holder's data: a short
+           terminal gets fewer detail rows (they scroll), so the centred dialog fits below it */
+        &.-short #details { max-height: 7; }
         & #prompt { margin-top: 1; }
         & #waiter { color: $warning; margin-top: 1; }
         & Input.-wrong { border: tall $error; }
     }"""
     )
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
     def __init__(self, holder: Holder) -> None:
         super().__init__()
@@ -156,14 +164,14 @@ class ReleaseModal(ModalScreen[bool]):
         h = self.holder
         with Vertical(id="dialog"):
             title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
-            yield Static(title, id="title", markup=False)
+            yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="details"):
                 yield Static(holder_details(h))
             if h.granted:
                 what = "job name" if h.job else "key"
-                yield Static(Text.assemble(f"Type the {what} ", (self.expected, "bold"),
+                yield Static(Text.assemble(f"Type the {what} ", data_text(self.expected, "bold"),
                                            " to confirm:"), id="prompt")  # fmt: skip
-                yield Input(placeholder=self.expected, id="confirm-text")
+                yield Input(placeholder=shown(self.expected), id="confirm-text")
             else:
                 blockers = ", ".join(str(p) for p in h.blocked_by) or "the holder"
                 yield Static(f"This session waits for the lock; it holds nothing to release. "
@@ -182,7 +190,9 @@ class ReleaseModal(ModalScreen[bool]):
             self.query_one("#cancel", Button).focus()
 
     def _matches(self, value: str) -> bool:
-        return self.holder.granted and value.strip() == self.expected
+        # a key with control characters is typed as it is shown (its escapes)
+        typed = value.strip()
+        return self.holder.granted and typed in (self.expected, shown(self.expected))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.input.remove_class("-wrong")
@@ -194,7 +204,8 @@ class ReleaseModal(ModalScreen[bool]):
             self.dismiss(True)
         else:
             event.input.add_class("-wrong")
-            self.notify(f"Type {self.expected!r} exactly to release", severity="warning")
+            self.notify(f"Type {shown(self.expected)} exactly to release", severity="warning",
+                        markup=False)  # fmt: skip
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

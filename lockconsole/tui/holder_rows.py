@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from ..safe_text import shown
 from ..views import Holder
 
 GroupBy = Literal["job", "session"]
@@ -97,8 +98,9 @@ def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> Holde
     flag = _flag(h)
     state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? held", "held": "● held"}
     pid = str(h.pid) if h.pid is not None else "lease"
-    cells = (state[flag], h.job or UNMAPPED, h.key, "", pid, _who(h), _note(h, blocks),
-             h.database)  # fmt: skip
+    # every cell is data: passwords masked, control characters shown as escapes
+    cells = (state[flag], shown(h.job or UNMAPPED), shown(h.key), "", pid, shown(_who(h)),
+             shown(_note(h, blocks)), shown(h.database))  # fmt: skip
     since = h.held_since or h.waiting_since or h.state_since
     return HolderRow(holder_key(h), flag, cells, since, h)
 
@@ -124,7 +126,7 @@ def _header(group: tuple[str, ...], members: list[HolderRow], group_by: GroupBy)
         who = first.application_name or first.instance or first.locked_by or "?"
         where = f"pid {first.pid}" if first.pid is not None else "lease"
         title = f"▼ {first.database} {where} {who} — {counts}"
-    return HolderRow(("g", group_by, *group), "header", (title,))
+    return HolderRow(("g", group_by, *group), "header", (shown(title),))
 
 
 def _matches(row: HolderRow, needle: str) -> bool:

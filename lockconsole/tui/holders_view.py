@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..safe_text import pad
 from ..views import Holder
 from .fmt import age
 from .holder_rows import AGE_FIELD, COLUMNS, FIELDS, WIDTHS, HolderRow, HolderRows
@@ -33,9 +34,11 @@ class Columns:
         self.header = self.line(FIELDS)
 
     def line(self, cells: tuple[str, ...]) -> str:
+        """One line of exactly `width` cells: each cell cut ('…') or padded by terminal cells,
+        so wide characters and long names never shift the columns after them."""
         if len(cells) == 1:  # a group header
-            return cells[0][: self.width].ljust(self.width)
-        return " ".join(cells[i][:w].ljust(w) for i, w in self.picks) + " "
+            return pad(cells[0], self.width)
+        return " ".join(pad(cells[i], w) for i, w in self.picks) + " "
 
 
 LAYOUTS = {group: Columns(names) for group, names in COLUMNS.items()}

@@ -13,12 +13,14 @@ from datetime import datetime
 from rich.text import Text
 
 from ..models import Run
+from ..safe_text import fit, shown
 from ..views import JobStatus, SlotReport, Snapshot
 from .fmt import age, duration, seconds, when
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
 HISTORY_COLUMNS = ("SLOT", "JOB", "SLOT STATUS", "INSTANCE", "OUTCOME", "TOOK", "MESSAGE")
 HISTORY_LIMIT = 300
+BANNER_WIDTH = 400  # terminal cells of one database error in the banner
 BAD = {"double_run", "missed", "lock_lost", "failed"}
 STATUS_TEXT = {"double_run": "DOUBLE RUN", "missed": "MISSED", "lock_lost": "LOCK LOST",
                "failed": "FAILED", "running": "running", "ok": "ok"}  # fmt: skip
@@ -107,7 +109,7 @@ def status_text(databases: Iterable[str], errors: Mapping[str, str], *, loaded: 
                 busy: float | None, alerts: int) -> Text:  # fmt: skip
     """The one status line: each database's state, data age, refresh, badges."""
     text = Text()
-    for name in databases:
+    for name in map(shown, databases):
         if not loaded:
             text.append(f"{name} … ", style="dim")
         elif name in errors:
@@ -134,8 +136,8 @@ def banner_text(errors: Mapping[str, str], last_good: datetime | None, now: date
     """What went wrong, and how old the data still shown is."""
     text = Text()
     for name, error in errors.items():
-        text.append(f"⚠ {name}: ", style="bold")
-        text.append(f"{error}\n")
+        text.append(f"⚠ {shown(name)}: ", style="bold")
+        text.append(fit(shown(error), BANNER_WIDTH) + "\n")
     if last_good is None:
         text.append("no data yet; retrying on every refresh")
     else:

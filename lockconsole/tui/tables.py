@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import DataTable
 
+from ..safe_text import clean
+
 Cell = str | Text
+CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
 Rows = Sequence[tuple[str, Sequence[Cell]]]
 
 
@@ -24,7 +27,10 @@ def _same(a: object, b: object) -> bool:
 
 
 def sync_table(table: DataTable, rows: Rows) -> int:
-    """Bring `table` in line with `rows`; returns how many cells (or rows) changed."""
+    """Bring `table` in line with `rows`; returns how many cells (or rows) changed.
+
+    Every cell is shown as data: never parsed as markup, control characters escaped."""
+    rows = [(key, [safe_cell(c) for c in cells]) for key, cells in rows]
     current = [key.value for key in table.rows]
     wanted = [key for key, _ in rows]
     if current == wanted:
@@ -48,6 +54,11 @@ def sync_table(table: DataTable, rows: Rows) -> int:
         table.move_cursor(row=wanted.index(cursor_key), scroll=False)
     table.scroll_to(scroll_x, scroll_y, animate=False, immediate=True)
     return len(rows)
+
+
+def safe_cell(cell: Cell) -> Text:
+    """A table cell as data: a str is never markup; controls escaped; at most CELL_WIDTH."""
+    return clean(cell, limit=CELL_WIDTH)
 
 
 def selected_key(table: DataTable) -> str | None:

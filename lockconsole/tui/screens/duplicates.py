@@ -23,6 +23,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
+from ...safe_text import data_text, printable_lines, shown
+from ...urls import redact
+
 PAGE_SIZE = 50
 WHAT_FAILED = {
     "dup-summary": "reading the summary",
@@ -32,8 +35,12 @@ WHAT_FAILED = {
 }
 
 
-def _cell(value: object) -> str:
-    return "NULL" if value is None else str(value)
+CELL_WIDTH = 64  # terminal cells of a key or value at most ('…' when cut)
+
+
+def _cell(value: object) -> Text:
+    """A table value as data: never markup, controls escaped, at most CELL_WIDTH cells."""
+    return data_text("NULL" if value is None else value, limit=CELL_WIDTH)
 
 
 class DuplicatesScreen(Screen[None]):
@@ -120,7 +127,7 @@ class DuplicatesScreen(Screen[None]):
             return "its idempotency table"
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Duplicates · {self.job} · {self._table_label()}", id="dup-title",
+        yield Static(shown(f"Duplicates · {self.job} · {self._table_label()}"), id="dup-title",
                      markup=False)  # fmt: skip
         yield Static("Counting duplicate keys…", id="dup-summary", markup=False)
         yield Static("", id="dup-error", markup=False)
@@ -135,7 +142,7 @@ class DuplicatesScreen(Screen[None]):
     def on_mount(self) -> None:
         groups = self.query_one("#groups", DataTable)
         names = self.key_columns or ("key",)
-        groups.add_columns(*names, "rows", "run ids")
+        groups.add_columns(*(data_text(n) for n in names), "rows", "run ids")
         groups.focus()
         self.action_reload()
 
@@ -171,7 +178,7 @@ class DuplicatesScreen(Screen[None]):
         elif worker.group == "dup-summary":
             self.query_one("#dup-summary", Static).update("Summary unavailable")
         error = self.query_one("#dup-error", Static)
-        error.update(f"Error {WHAT_FAILED[worker.group]}: {worker.error}")
+        error.update(shown(f"Error {WHAT_FAILED[worker.group]}: {worker.error}"))
         error.add_class("-shown")
 
     def _clear_error(self) -> None:
@@ -186,16 +193,16 @@ class DuplicatesScreen(Screen[None]):
         if s.has_unique_key is None:
             unique = Text("unique key: unknown (the database would not say)", style="dim")
         elif s.has_unique_key:
-            unique = Text(f"a unique key on ({cols}) exists", style="green")
+            unique = data_text(f"a unique key on ({cols}) exists", style="green")
         else:
-            unique = Text(f"NO unique key on ({cols})", style="bold red")
+            unique = data_text(f"NO unique key on ({cols})", style="bold red")
         counts = Text(f"{s.groups} duplicated keys · {s.surplus_rows} surplus rows · ",
                       style="bold" if s.groups else "green")  # fmt: skip
         self.query_one("#dup-summary", Static).update(counts + unique)
         self._update_page_line()
 
     def on_duplicates_screen_ddl_loaded(self, message: DdlLoaded) -> None:
-        self.query_one("#ddl", Static).update(message.ddl)
+        self.query_one("#ddl", Static).update(Text(printable_lines(redact(message.ddl))))
 
     def on_duplicates_screen_page_loaded(self, message: PageLoaded) -> None:
         if message.page != self.wanted_page:
@@ -209,7 +216,7 @@ class DuplicatesScreen(Screen[None]):
         width = max(len(self.key_columns), 1)
         for index, group in enumerate(self.groups):
             key = [_cell(v) for v in group.key]
-            key = key[:width] if self.key_columns else [", ".join(key)]
+            key = key[:width] if self.key_columns else [Text(", ").join(key)]
             runs = ", ".join(str(r) for r in group.run_ids) or "—"
             table.add_row(*key, str(group.count), runs, key=str(index))
         table.move_cursor(row=0)
@@ -222,16 +229,19 @@ class DuplicatesScreen(Screen[None]):
         table = self.query_one("#rows", DataTable)
         table.loading = False
         table.clear(columns=True)
-        shown = ", ".join(_cell(v) for v in message.key)
-        self.query_one("#rows-title", Static).update(f"{len(message.rows)} rows with key ({shown})")
+        which = Text(", ").join(_cell(v) for v in message.key)
+        self.query_one("#rows-title", Static).update(
+            Text.assemble(f"{len(message.rows)} rows with key (", which, ")")
+        )
         if message.rows:
-            table.add_columns(*message.rows[0].keys())
+            table.add_columns(*(_cell(c) for c in message.rows[0]))
             for row in message.rows:
                 table.add_row(*[_cell(v) for v in row.values()])
 
     def on_duplicates_screen_exported(self, message: Exported) -> None:
         where = os.path.abspath(message.path)
-        self.notify(f"Exported {message.count} duplicate rows to {where}", title="Export")
+        self.notify(shown(f"Exported {message.count} duplicate rows to {where}"), title="Export",
+                    markup=False)  # fmt: skip
 
     def _update_page_line(self) -> None:
         first = self.page * self.page_size + 1
@@ -287,7 +297,8 @@ class DuplicatesScreen(Screen[None]):
         event.stop()
         target = event.value.strip() or f"{self.job}-duplicates.csv"
         self._hide_export()
-        self.notify(f"Exporting duplicate rows to {target}…", title="Export")
+        self.notify(shown(f"Exporting duplicate rows to {target}…"), title="Export",
+                    markup=False)  # fmt: skip
         self.export(target)
 
     def _hide_export(self) -> None:

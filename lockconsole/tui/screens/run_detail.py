@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from ...models import Run
+from ...safe_text import clean, data_text, printable_lines, shown
+from ...urls import redact
 
 OUTCOME_STYLES = {
     "succeeded": "#4cb050",
@@ -77,8 +79,13 @@ def run_fields(run: Run) -> Table:
         ("session id", run.session_id),
     ]
     for label, value in rows:
-        shown = value if isinstance(value, Text) else Text("—" if value is None else str(value))
-        grid.add_row(label, shown)
+        if isinstance(value, Text):
+            cell = clean(value)
+        elif label == "message" and value is not None:  # a job's output: its lines kept
+            cell = Text(printable_lines(redact(str(value))))
+        else:
+            cell = data_text("—" if value is None else value)
+        grid.add_row(label, cell)
     return grid
 
 
@@ -91,7 +98,7 @@ def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
         took = fmt_duration(other.finished_at - other.started_at) if other.finished_at else "…"
         table.add_row(
             "▶" if other == run else "",
-            other.instance,
+            data_text(other.instance, limit=40),
             Text(other.outcome, style=OUTCOME_STYLES.get(other.outcome, "")),
             other.started_at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
             took,
@@ -126,7 +133,7 @@ class RunDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         run = self.run
         with Vertical(id="dialog"):
-            yield Static(f"Run of {run.job} on {run.instance} · slot {fmt_time(run.slot)}",
+            yield Static(shown(f"Run of {run.job} on {run.instance} · slot {fmt_time(run.slot)}"),
                          id="title", markup=False)  # fmt: skip
             with VerticalScroll(id="body"):
                 yield Static(run_fields(run), id="fields")

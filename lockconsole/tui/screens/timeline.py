@@ -26,10 +26,12 @@ from textual.widgets import Footer, Static
 
 from ...models import Run
 from ...reports import GOT_LOCK
+from ...safe_text import clean, pad, shown
 from ...views import Snapshot
 from .run_detail import RunDetailScreen, fmt_duration, fmt_time
 
 MAX_SLOTS = 60
+DETAIL_WIDTH = 400  # terminal cells of the detail line at most (a long message ends in "…")
 TAIL = 18  # " 10m12s lock lost "
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 STYLES = {"double": "bold #ff3b3b", "succeeded": "#4cb050", "acquired": "#29b6f6",
@@ -163,7 +165,7 @@ class SlotBlock(Widget):
         chosen = self.owner.selected_run() if self.has_class("-selected") else None
         is_chosen = chosen is not None and chosen.instance == instance
         text = Text(" ")
-        text.append(f"{instance[: g.label]:<{g.label}}", style="reverse bold" if is_chosen else "")
+        text.append(pad(shown(instance), g.label), style="reverse bold" if is_chosen else "")
         text.append(" ")
         for char, style in cells:
             text.append(char, style=style)
@@ -181,7 +183,7 @@ class SlotBlock(Widget):
     def render(self) -> RenderResult:
         bar = self.owner.geometry.bar_width(self.size.width)
         lines = [self.heading()] + [self.lane(i, bar) for i in self.owner.instances]
-        return Text("\n").join(lines)
+        return Text("\n").join(clean(line) for line in lines)  # each line shown as data
 
 
 class TimelineScreen(Screen[None]):
@@ -238,10 +240,11 @@ class TimelineScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         count = f"{len(self.slots)} slot" + ("" if len(self.slots) == 1 else "s")
-        yield Static(f"Timeline · {self.job} · {count} · now {fmt_time(self.now)}",
+        yield Static(shown(f"Timeline · {self.job} · {count} · now {fmt_time(self.now)}"),
                      id="tl-title", markup=False)  # fmt: skip
         if not self.slots:
-            yield Static(f"No runs of {self.job} in the ledger's lookback window.", id="tl-empty")
+            yield Static(shown(f"No runs of {self.job} in the ledger's lookback window."),
+                         id="tl-empty", markup=False)  # fmt: skip
         else:
             yield Axis(self.geometry)
             with VerticalScroll(id="tl-lanes", can_focus=False):
@@ -278,7 +281,7 @@ class TimelineScreen(Screen[None]):
             text.append(f" · exit {run.exit_code}")
         if run.message:
             text.append(f" · {run.message}", style="dim")
-        return text
+        return clean(text, limit=DETAIL_WIDTH)
 
     def action_slot(self, step: int) -> None:
         if self.slots:

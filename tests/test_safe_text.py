@@ -1,0 +1,94 @@
+"""The one rule for untrusted text (safe_text) and the one password filter (urls.redact)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+
+from rich.cells import cell_len
+from rich.text import Text
+
+from lockconsole.safe_text import (
+    clean,
+    csv_cell,
+    data_text,
+    fit,
+    masked_stdio,
+    pad,
+    printable,
+    shown,
+)
+from lockconsole.urls import parse_url, redact
+
+
+def test_controls_and_bidi_become_visible_escapes() -> None:
+    assert printable("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert printable("\x00\x07\x08\t\n\r\x7f\x9b") == "\\x00\\x07\\x08\\x09\\x0a\\x0d\\x7f\\x9b"
+    assert printable("\u202eexe.txt\u202c \u2066x\u2069") == "\\u202eexe.txt\\u202c \\u2066x\\u2069"
+    assert printable("bil\u200bling\ufeff") == "bil\\u200bling\\ufeff"
+    assert printable("[bold]日本語 🔒 שלום[/]") == "[bold]日本語 🔒 שלום[/]"  # text stays text
+
+
+def test_data_text_is_never_markup() -> None:
+    for hostile in ("[/]", "[bold red]x", "[link=https://e.example/]y[/link]", ":skull:"):
+        text = data_text(hostile)
+        assert text.plain == hostile and not text.spans
+
+
+def test_fit_and_pad_count_terminal_cells() -> None:
+    assert fit("abcdef", 4) == "abc…"
+    assert fit("日本語日本語", 5) == "日本…" and cell_len(fit("日本語日本語", 6)) <= 6
+    assert cell_len(pad("日本語日本語日本語", 7)) == 7
+    assert pad("ab", 4) == "ab  "
+    assert fit("x" * 10_000, 80).endswith("…") and cell_len(fit("x" * 10_000, 80)) == 80
+
+
+def test_clean_keeps_styles_and_escapes_the_data() -> None:
+    text = Text("ok ")
+    text.append("bad\x1b[31m", style="red")
+    text.append(" end")
+    out = clean(text)
+    assert out.plain == "ok bad\\x1b[31m end"
+    assert [(s.start, s.end, s.style) for s in out.spans] == [(3, 14, "red")]
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_quoted() -> None:
+    for formula in ("=1+1", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx"):
+        assert csv_cell(formula) == "'" + formula
+    assert csv_cell("plain") == "plain" and csv_cell(-5) == -5 and csv_cell(None) is None
+
+
+def test_redact_masks_every_rendering_of_a_password() -> None:
+    url = parse_url("postgresql://app:Hunter2pw@db:5432/x?sslpassword=KeyPhrase9&sslmode=require")
+    assert "Hunter2pw" not in url.masked and "KeyPhrase9" not in url.masked
+    renderings = [
+        "postgresql+psycopg://app:Hunter2pw@db:5432/x",  # SQLAlchemy's rendering
+        "postgresql+psycopg://app@db/x?password=Hunter2pw&sslmode=disable",
+        "host=db user=app password='Hunter2pw' sslpassword=KeyPhrase9",  # libpq conninfo
+        'connection failed: {"password": "Hunter2pw"}',
+        'FATAL: role "Hunter2pw" does not exist',  # a server quoting it back
+        "could not parse Hunter2pw%21 in 'Hunter2pw'",
+        "mysql+pymysql://root:Hunter2pw@h/d",
+    ]
+    for text in renderings:
+        assert "Hunter2pw" not in redact(text) and "KeyPhrase9" not in redact(text), text
+    assert shown("pw KeyPhrase9\x1b") == "pw ***\\x1b"
+
+
+def test_cli_streams_and_logs_mask_passwords(capsys) -> None:  # type: ignore[no-untyped-def]
+    parse_url("mysql://root:Sw0rdf1sh@h/d")
+    with masked_stdio():
+        print("error: mysql://root:Sw0rdf1sh@h/d said Sw0rdf1sh")
+        print("to stderr: password=Sw0rdf1sh", file=sys.stderr)
+    out, err = capsys.readouterr()
+    assert "Sw0rdf1sh" not in out + err and "***" in out and "***" in err
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    log = logging.getLogger("lockconsole.test")
+    log.addHandler(handler)
+    try:
+        log.warning("could not connect: %s", "password=Sw0rdf1sh")
+    finally:
+        log.removeHandler(handler)
+    assert "Sw0rdf1sh" not in stream.getvalue() and "password=***" in stream.getvalue()

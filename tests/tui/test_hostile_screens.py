@@ -1,0 +1,197 @@
+"""Every console pane, screen and modal on hostile data (tests/hostile.py, real servers): the
+bytes the driver would write to the terminal hold no control sequence but the console's own
+(colours and cursor moves), the data shows as visible escapes, and the holders' key and PID
+columns stay where the header puts them whatever the data's width."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hostile import World, cells, hostile_world, raw_controls
+from rich.cells import cell_len
+from textual.widgets import DataTable, RichLog
+
+from lockconsole.config import load_config
+from lockconsole.console import Console
+from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.holder_rows import FIELDS, WIDTHS
+from lockconsole.tui.holders_view import HoldersView
+
+# What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
+OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")
+
+
+@pytest.fixture(scope="module")
+def world(pg_url: str, mysql_url: str, tmp_path_factory: Any) -> Iterator[World]:
+    uid = uuid.uuid4().hex[:10]
+    with hostile_world(pg_url, mysql_url, uid, tmp_path_factory.mktemp("hostile")) as w:
+        yield w
+
+
+def terminal(app: LockConsoleApp) -> str:
+    """Exactly what the driver would write for a full repaint of the current screen."""
+    update = app.screen._compositor.render_full_update()
+    return update.render_segments(app.console)
+
+
+def assert_inert(app: LockConsoleApp, where: str) -> str:
+    out = terminal(app)
+    # one line per row: a line more would scroll the real terminal (and the status line off)
+    assert out.count("\n") < app.size.height, where
+    leftover = OWN_SEQUENCES.sub("", out)
+    assert not raw_controls(leftover), (where, raw_controls(leftover))
+    return out
+
+
+async def settle(app: LockConsoleApp, pilot: Any) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def loaded(app: LockConsoleApp, pilot: Any) -> None:
+    for _ in range(300):  # until the holders are in (a generous deadline, not a bound)
+        await pilot.pause(0.1)
+        if app.snapshot is not None and app.query_one(HoldersView).model.total >= 60:
+            break
+    await settle(app, pilot)
+
+
+def select_job(app: LockConsoleApp, job: str) -> None:
+    table = app.query_one("#jobs", DataTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(job))
+
+
+def run(world: World, script: Any, size: tuple[int, int] = (120, 40)) -> None:
+    async def main() -> None:
+        console = Console(load_config(str(world.config)))
+        try:
+            app = LockConsoleApp(console, refresh=3600)
+            async with app.run_test(size=size) as pilot:
+                await loaded(app, pilot)
+                await script(app, pilot)
+        finally:
+            console.close()
+
+    asyncio.run(main())
+
+
+def test_dashboard_holders_and_release_modal_on_every_holder(world: World) -> None:
+    async def script(app: LockConsoleApp, pilot: Any) -> None:
+        out = assert_inert(app, "dashboard")
+        assert "\\x1b" in out, "the escapes are shown, visibly"
+        view = app.query_one(HoldersView)
+        columns = view.columns
+        names = [n for n, _ in ((FIELDS[i], w) for i, w in columns.picks)]
+        offsets, at = {}, 0
+        for name in names:
+            offsets[name] = at
+            at += WIDTHS[name] + 1
+        holders = [(i, r) for i, r in enumerate(view.model.rows) if r.holder is not None]
+        assert len(holders) >= 3 * 24, "PG sessions, leases and GET_LOCK names are all listed"
+        view.focus()
+        for index, row in holders:
+            h = row.holder
+            line = columns.line(row.cells)
+            assert cell_len(line) == columns.width, (h.key, line)
+            pid = cells(line, offsets["PID"], offsets["PID"] + WIDTHS["PID"]).strip()
+            assert pid == (str(h.pid) if h.pid is not None else "lease"), (h.key, line)
+            key = cells(line, offsets["KEY"], offsets["KEY"] + WIDTHS["KEY"]).rstrip()
+            assert key and row.cells[2].startswith(key.rstrip("…").rstrip()), (h.key, line)
+            view._move(index)
+            await pilot.pause()
+            assert_inert(app, f"holders at {h.key!r}")
+            await pilot.press("x")
+            await pilot.pause()
+            modal = app.screen
+            assert type(modal).__name__ == "ReleaseModal"
+            assert_inert(app, f"release modal of {h.key!r}")
+            dialog = modal.query_one("#dialog").region
+            assert dialog.y >= 1, "the status line (row 0) is never covered by the modal"
+            assert modal.query_one("#buttons").region.bottom <= 40
+            await pilot.press("escape")
+            await pilot.pause()
+            assert type(app.screen).__name__ != "ReleaseModal"
+
+    run(world, script)
+
+
+def test_screens_log_and_notifications(world: World) -> None:
+    async def script(app: LockConsoleApp, pilot: Any) -> None:
+        assert "bad" in str(app.query_one("#banner").render()), "the server's error is shown"
+        # duplicates screen, then the rows of a hostile group
+        select_job(app, world.jobs["dupes"])
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "DuplicatesScreen"
+        groups = app.screen.query_one("#groups", DataTable)
+        for row in range(min(groups.row_count, 26)):
+            groups.move_cursor(row=row)
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert_inert(app, f"duplicates group {row}")
+        await pilot.press("escape")
+        await pilot.pause()
+        # timeline and run detail of the job whose ledger rows are hostile
+        select_job(app, world.jobs["ledger"])
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "TimelineScreen"
+        for _ in range(26):
+            assert_inert(app, "timeline")
+            await pilot.press("down")
+            await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        history = app.query_one("#history", DataTable)
+        history.focus()
+        for row in range(min(history.row_count, 30)):
+            history.move_cursor(row=row)
+            await pilot.press("i")
+            await pilot.pause()
+            assert_inert(app, f"run detail {row}")
+            await pilot.press("escape")
+            await pilot.pause()
+        # a job's stdout and stderr in the log, and the notification of its failure
+        select_job(app, world.jobs["printer"])
+        await pilot.press("t")
+        await pilot.pause()
+        assert_inert(app, "trigger modal")
+        await pilot.press("y")
+        await settle(app, pilot)
+        await pilot.pause(0.2)
+        log = app.query_one("#log", RichLog)
+        logged = "\n".join(line.text for line in log.lines)
+        assert "\\x1b[2J" in logged and "err: " in logged, "the output is in the log, escaped"
+        assert app._notifications, "the trigger's result was notified"
+        assert_inert(app, "log and notification")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert_inert(app, "help")
+
+    run(world, script)
+
+
+def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -> None:
+    async def script(app: LockConsoleApp, pilot: Any) -> None:
+        view = app.query_one(HoldersView)
+        view.focus()
+        tall = [i for i, r in enumerate(view.model.rows) if r.holder and r.holder.query]
+        assert len(tall) >= 20, "the PostgreSQL sessions, with their query text"
+        for index in tall:
+            view._move(index)
+            await pilot.press("x")
+            await pilot.pause()
+            modal = app.screen
+            assert modal.query_one("#dialog").region.y >= 1, view.model.rows[index].cells
+            assert modal.query_one("#buttons").region.bottom <= 24
+            assert_inert(app, "release modal at 80x24")
+            await pilot.press("escape")
+            await pilot.pause()
+
+    run(world, script, size=(80, 24))
