@@ -88,10 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .safe_text import masked_stdio
 
     with masked_stdio():  # every password masked in whatever this command prints
-        return _main(argv, command)
+        return _main(argv, command, whole_process)
 
 
-def _main(argv: list[str], command: list[str]) -> int:
+def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
     try:
         args = build_parser(command_word(argv)).parse_args(argv)
         args.cmd = command
