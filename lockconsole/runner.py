@@ -10,14 +10,15 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import faultpoints
 from .backends import Lock, open_lock
-from .errors import DatabaseError, LockLostError
+from .closing import _borrow_lock_connection, _held, _retrying
+from .errors import DatabaseError, LockLostError, RunClosedError
 from .ledger import Ledger
 from .models import Database, Job, Run, Trigger, evolve
 from .sessions import Session, SessionRegistry, session_key
@@ -34,7 +35,6 @@ EXIT_LOCK_LOST = 4
 EXIT_DATABASE = 5
 RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
 SKIP_HELD = "lock held by another session"
-LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 _HOST = socket.gethostname()
 _EVENTS = threading.Lock()  # makes an Attempt's events on first use, once
 
@@ -155,15 +155,17 @@ class Attempt:
     def start_watchdog(self) -> None:
         assert self.lock is not None
         self._acquired_at = utcnow()
+        socket_fd = getattr(self.lock, "socket_fd", None)
         self._watch = WATCHDOGS.watch(
-            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone
-        )
+            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone,
+            fd=socket_fd() if socket_fd is not None else None,
+        )  # fmt: skip
 
-    def _lock_gone(self) -> None:
+    def _lock_gone(self, *, callbacks: bool = True) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
         self.lost.set()
         log_attempt("lock_lost", self.run, message="lock or its connection went away")
-        for callback in self.on_lock_lost:
+        for callback in self.on_lock_lost if callbacks else ():
             try:
                 callback(self)
             except Exception:  # the job's callback must not stop the release
@@ -172,34 +174,76 @@ class Attempt:
     def finish(
         self, outcome: str, *, exit_code: int | None = None, message: str | None = None
     ) -> Run:
-        """Stop the watchdog, honour min_hold, release the lock and record the outcome."""
+        """Stop the watchdog, honour min_hold, confirm the lock, record the outcome, release.
+
+        The order makes the outcome true and never leaves a finished attempt "acquired":
+        1. the watchdog stops (no check runs from here on), min_hold is honoured;
+        2. the lock is checked once more on its own connection (pg_locks, IS_USED_LOCK, or the
+           lease row with our token). The job has ended: a session lock once lost is never
+           regained by the same session and a lease taken over carries a new token, so a lock
+           still ours now was ours for the whole run. Only then may the outcome be "succeeded";
+        3. the outcome is written while the lock is still held, and only if the row is still
+           "acquired" by this instance and process: an instance that took the lock after a
+           loss and closed this attempt as abandoned keeps its close, and this attempt becomes
+           lock_lost (its real end and exit code are added to that row);
+        4. the lock is released, so whoever gets it next finds this attempt finished.
+        """
         if not self.acquired:
             return self.run
         if self._watch is not None:
             self._watch.stop()  # returns once no check (or its on_lock_lost) is running
-        if self._was_lost():
-            outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
         clean = False
         try:
             self._hold_min(outcome)
-            # record before releasing: an instance that gets the lock next must find this
-            # attempt finished, not "acquired" (which it would take for an abandoned attempt)
-            self.run = _retrying(
-                lambda: self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
-            )
-            clean = True
+            faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
+            if not self._was_lost() and not _held(self.lock):
+                self._lock_gone(callbacks=False)
+            if self._was_lost():
+                outcome, message = "lock_lost", message or "lock or its connection went away"
+            faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
+            self.run = self._record(outcome, exit_code, message)
+            clean = self.run.outcome != "lock_lost"
         finally:
             try:
-                self.lock.release()
+                if self.lock.release() is False and clean:
+                    log.warning("the lock of %s was gone at release (after the outcome was "
+                                "written)", self.job.name)  # fmt: skip
             except Exception as exc:
                 clean = False
                 log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
             finally:
-                clean = clean and not self._was_lost() and self.run.outcome != "lock_lost"
                 _give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
+
+    def _record(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
+        """Write the outcome (retried while the database is away); lock_lost if it was closed."""
+
+        def write() -> Run:
+            return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+
+        try:
+            try:
+                return _retrying(write)
+            except DatabaseError:
+                if not _borrow_lock_connection(self.ledger, self.lock):
+                    raise
+                log.warning("recording the outcome of %s on the lock's connection", self.job.name)
+                return write()
+        except RunClosedError:
+            self.lost.set()
+            end = utcnow()
+            try:
+                self.ledger.update("extend_lost_run", {
+                    "id": self.run.id, "instance": self.run.instance, "pid": self.run.pid,
+                    "finished_at": end, "exit_code": exit_code,
+                })  # fmt: skip
+            except DatabaseError as exc:
+                log.warning("could not add the real end of run %s: %s", self.run.id, exc)
+            note = "another instance took the lock and closed this attempt as lock_lost"
+            return evolve(self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code,
+                          message=note)  # fmt: skip
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
@@ -258,7 +302,7 @@ def begin(
         if not got:
             return _skipped(job, ledger, base, SKIP_HELD, lock, sessions, key)
         if job.once_per_slot and trigger == "scheduled":
-            claim = _slot_claim(ledger, job, slot, instance)
+            claim = _slot_claim(ledger, job, slot, instance, started)
             if claim is not None:
                 lock.release()
                 reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
@@ -293,35 +337,27 @@ def _give_back(sessions: SessionRegistry | None, key: tuple[Any, ...], lock: Loc
         session.close()
 
 
-def _retrying(write: Callable[[], Run]) -> Run:
-    """A ledger write, retried while the database is briefly away (a restart, a failover)."""
-    deadline = time.monotonic() + LEDGER_RETRY_SECONDS
-    pause = 0.2
-    while True:
-        try:
-            return write()
-        except DatabaseError as exc:
-            if time.monotonic() + pause > deadline:
-                raise
-            log.warning("recording the outcome failed, retrying: %s", exc)
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-
-def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str) -> Run | None:
+def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str,
+                started: datetime | None = None) -> Run | None:  # fmt: skip
     """The slot's claim, once attempts still marked "acquired" are closed as abandoned.
 
     We hold the lock now, so an earlier attempt of this slot that is still "acquired" no
     longer does: its process was killed, or its session or lease ended, before it could
     record an outcome. It is closed as lock_lost and the slot may run again (the job's
-    idempotency key keeps its effects single).
+    idempotency key keeps its effects single). Its end is recorded as `started` (when this
+    attempt began; the lock was free by the time we took it): a holder that was in fact still
+    running adds its real end when its own outcome write finds the row closed.
     """
     claim = ledger.slot_claim(job.name, slot)
     for _ in range(100):
         if claim is None or claim.outcome != "acquired":
             break
         note = f"abandoned: the lock was free when {instance} took it (holder died or expired)"
-        log_attempt("lock_lost", ledger.finish(claim, "lock_lost", message=note))
+        try:
+            closed = ledger.finish(claim, "lock_lost", message=note, finished_at=started)
+            log_attempt("lock_lost", closed)
+        except RunClosedError:
+            pass  # closed meanwhile by its own process or by a check
         claim = ledger.slot_claim(job.name, slot)
     return claim
 
