@@ -579,3 +579,18 @@ def test_format_duration():
              7980: "2h13m", 7200: "2h", 90000: "1d1h", 86400: "1d"}  # fmt: skip
     for seconds, text in cases.items():
         assert format_duration(timedelta(seconds=seconds)) == text
+
+
+def test_two_executions_at_the_same_time_raise_an_overlap_alert_with_its_length() -> None:
+    """A holder that lost its lock ran on 0.25 s after the takeover began: overlap, even though
+    one of them is lock_lost; back-to-back executions are no overlap."""
+    second = timedelta(seconds=1)
+    lost = run("lock_lost", at=0.5, finished_at=T0 + 2 * second, id=1)
+    takeover = run("succeeded", instance="web-2", at=1.75, finished_at=T0 + 3 * second, id=2)
+    [report] = reports_at(T0 + HOUR, [lost, takeover])
+    assert report.overlap == pytest.approx(0.25)
+    found = [a for a in alerts([report]) if a.kind == "overlap"]
+    assert len(found) == 1 and "250 ms" in found[0].message
+    after = replace(takeover, started_at=T0 + 2 * second)
+    [report] = reports_at(T0 + HOUR, [lost, after])
+    assert report.overlap == 0 and not [a for a in alerts([report]) if a.kind == "overlap"]
