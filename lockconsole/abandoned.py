@@ -118,8 +118,10 @@ def sweep(runs: list[Run], holders: Iterable[Holder], jobs: dict[str, Job],
                   "fencing_token": _or_none(run.fencing_token)}  # fmt: skip
         try:
             changed = ledger_of(job).update("close_abandoned_run", params)
-        except Exception as exc:
+        except Exception as exc:  # a viewer account may not UPDATE the ledger: still report it
             log.warning("closing abandoned run %s failed: %s", run.id, exc)
+            alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
+                                "is free (could not close it: see the log)", run.slot))  # fmt: skip
             continue
         if changed == 1:
             found[run.id] = replace(run, outcome="lock_lost", finished_at=now, message=NOTE)

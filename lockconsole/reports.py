@@ -54,9 +54,14 @@ def _status(got: list[Run]) -> str:
 def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
     """The longest time two of these executions (attempts that got the lock) ran at once.
 
-    An execution spans its attempt's started_at to finished_at (now while still "acquired").
+    An execution spans its attempt's started_at to finished_at (now while still "acquired";
+    a closed attempt without an end counts as an instant).
     """
-    spans = sorted((r.started_at, r.finished_at or now) for r in runs if r.outcome in GOT_LOCK)
+    spans = sorted(
+        (r.started_at, r.finished_at or (now if r.outcome == "acquired" else r.started_at))
+        for r in runs
+        if r.outcome in GOT_LOCK
+    )
     longest, latest_end = 0.0, None
     for start, end in spans:
         if latest_end is not None:
@@ -168,6 +173,15 @@ def _slot_message(report: SlotReport) -> str:
     return f"{where} failed on {instance}"
 
 
+def _length(seconds: float) -> str:
+    """An overlap's length: milliseconds below a second, else as format_duration writes it."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    from .stale import format_duration
+
+    return format_duration(timedelta(seconds=seconds))
+
+
 def _holder_message(holder: Holder) -> str:
     what = holder.job or f"unmapped {holder.kind} key {holder.key}"
     who = f"pid {holder.pid}" if holder.pid is not None else f"{holder.locked_by or '?'}"
@@ -215,9 +229,9 @@ def alerts(
             "overlap",
             r.job,
             f"{r.job} {format_slot(r.slot)}: two executions ran at the same "
-            f"time for {r.overlap * 1000:.0f} ms",
+            f"time for {_length(r.overlap)}",
             slot=r.slot,
-        )  # fmt: skip
+        )
         for r in reports
         if r.overlap > 0
     ]

@@ -184,7 +184,8 @@ def test_expired_lease_taken_over_is_a_double_run(setup, cli_env, uid, plain_ses
     assert report.outcomes == (("web-1", "lock_lost"), ("web-2", "succeeded"))
     lost, took_over = sorted(runs_of(config, job.name), key=lambda r: r.started_at)
     assert lost.finished_at and took_over.started_at < lost.finished_at, "they overlapped"
-    [alert] = alerts([report])
+    [alert, overlap] = alerts([report])
+    assert overlap.kind == "overlap" and report.overlap > 0
     assert alert.message.endswith("ran on 2 instances: web-1 (lock_lost), web-2")
 
 
