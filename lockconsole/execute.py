@@ -66,6 +66,8 @@ def _run_command(attempt: Attempt, argv: list[str], handle_signals: bool,
             start_error = f"cannot start {argv[0]}: {exc}"
         else:
             start_error = None
+            if attempt.lost.is_set():  # lost before its callback could stop a started command
+                command.stop("lock lost", job.stop_grace)
             code = command.wait()
     if start_error:
         return attempt.finish("failed", exit_code=127, message=start_error)

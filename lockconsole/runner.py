@@ -156,10 +156,14 @@ class Attempt:
         assert self.lock is not None
         self._acquired_at = utcnow()
         socket_fd = getattr(self.lock, "socket_fd", None)
+        fd = socket_fd() if socket_fd is not None else None
+        if socket_fd is not None and fd is None:  # its session ended since the try-lock
+            self.lost.set()  # the lock is gone: the attempt ends here, the job never starts
+            self.finish("lock_lost", message="the lock's session ended before the job started")
+            return
         self._watch = WATCHDOGS.watch(
-            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone,
-            fd=socket_fd() if socket_fd is not None else None,
-        )  # fmt: skip
+            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone, fd=fd
+        )
 
     def _lock_gone(self, *, callbacks: bool = True) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
@@ -177,16 +181,14 @@ class Attempt:
         """Stop the watchdog, honour min_hold, confirm the lock, record the outcome, release.
 
         The order makes the outcome true and never leaves a finished attempt "acquired":
-        1. the watchdog stops (no check runs from here on), min_hold is honoured;
-        2. the lock is checked once more on its own connection (pg_locks, IS_USED_LOCK, or the
-           lease row with our token). The job has ended: a session lock once lost is never
-           regained by the same session and a lease taken over carries a new token, so a lock
-           still ours now was ours for the whole run. Only then may the outcome be "succeeded";
-        3. the outcome is written while the lock is still held, and only if the row is still
-           "acquired" by this instance and process: an instance that took the lock after a
-           loss and closed this attempt as abandoned keeps its close, and this attempt becomes
-           lock_lost (its real end and exit code are added to that row);
-        4. the lock is released, so whoever gets it next finds this attempt finished.
+        1. the watchdog stops, min_hold is honoured;
+        2. the lock is checked once more on its own connection. The job has ended, and a lost
+           session lock is never regained by its session (a lease taken over gets a new token),
+           so a lock still ours now was ours for the whole run: only then "succeeded";
+        3. the outcome is written while the lock is held, only if the row is still "acquired"
+           by this instance and process: if an instance that took the lock after a loss closed
+           it as abandoned, that close stands and this attempt is lock_lost (adding its real end);
+        4. the lock is released: whoever gets it next finds this attempt finished.
         """
         if not self.acquired:
             return self.run
@@ -322,9 +324,8 @@ def begin(
 
 
 def _open(job: Job, database: Database, instance: str) -> Lock:
-    return open_lock(
-        job, database, instance=instance, application_name=application_name(job, instance)
-    )
+    name = application_name(job, instance)
+    return open_lock(job, database, instance=instance, application_name=name)
 
 
 def _give_back(sessions: SessionRegistry | None, key: tuple[Any, ...], lock: Lock,
@@ -343,10 +344,9 @@ def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str,
 
     We hold the lock now, so an earlier attempt of this slot that is still "acquired" no
     longer does: its process was killed, or its session or lease ended, before it could
-    record an outcome. It is closed as lock_lost and the slot may run again (the job's
-    idempotency key keeps its effects single). Its end is recorded as `started` (when this
-    attempt began; the lock was free by the time we took it): a holder that was in fact still
-    running adds its real end when its own outcome write finds the row closed.
+    record an outcome. It is closed as lock_lost, ending at `started` (the lock was free by the
+    time we took it; a holder still running adds its real end when its own write finds the
+    row closed), and the slot may run again (the idempotency key keeps its effects single).
     """
     claim = ledger.slot_claim(job.name, slot)
     for _ in range(100):

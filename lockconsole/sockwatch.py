@@ -9,6 +9,9 @@ that is running also make it readable. So an event only triggers the watch's rea
 (Watch.poke): the lock is declared lost only when that check says so. The periodic checks of
 the watchdog remain as the backstop (a silent network loss makes no event at all).
 
+The check and, on a loss, the attempt's on_lost (which signals the job and returns) run on this
+thread; a check on a session the server ended fails at once, so they do not hold it up.
+
 Linux only (epoll); elsewhere `available` is False and the periodic checks do the work.
 """
 
