@@ -113,7 +113,9 @@ def sweep(runs: list[Run], holders: Iterable[Holder], jobs: dict[str, Job],
             alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
                                 "is free (not closed: read-only)", run.slot))  # fmt: skip
             continue
-        params = {"id": run.id, "finished_at": now, "message": NOTE,
+        # no finished_at: when it ended is unknown (a killed process ran no further than its
+        # lock, and one still running adds its real end when its own outcome write fails)
+        params = {"id": run.id, "finished_at": None, "message": NOTE,
                   "session_id": _or_none(run.session_id),
                   "fencing_token": _or_none(run.fencing_token)}  # fmt: skip
         try:
@@ -124,7 +126,7 @@ def sweep(runs: list[Run], holders: Iterable[Holder], jobs: dict[str, Job],
                                 "is free (could not close it: see the log)", run.slot))  # fmt: skip
             continue
         if changed == 1:
-            found[run.id] = replace(run, outcome="lock_lost", finished_at=now, message=NOTE)
+            found[run.id] = replace(run, outcome="lock_lost", message=NOTE)
             alerts.append(Alert("abandoned", run.job, f"{where} was left acquired with its lock "
                                 "free: closed as lock_lost", run.slot))  # fmt: skip
     return [found.get(r.id or -1, r) for r in runs], alerts

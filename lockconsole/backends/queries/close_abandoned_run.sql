@@ -1,5 +1,5 @@
 -- Close an attempt left "acquired" whose lock was found free: only if it is still "acquired"
--- with the session (or lease token) that was checked.
+-- with the session (or lease token) that was checked. finished_at is left empty: the end is unknown.
 UPDATE lockconsole_runs
 SET outcome = 'lock_lost',
     finished_at = %(finished_at)s,
