@@ -16,7 +16,7 @@ import traceback
 from .common import RESULTS, Row, ensure_databases, table, write_results
 
 FIGURES = ("lock_cycle", "cold_start", "contention", "snapshot", "duplicates", "console",
-           "ledger")  # fmt: skip
+           "ledger", "lock_loss")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,10 +10,10 @@ on kept connections, measured interleaved in the same run, 5,000 cycles a side:
   sides made whichever side followed the unprepared one look slower on this machine).
 - `run_once`: the whole `with run_once(job) as run:` cycle, as an app calls it again and again
   (the lock and ledger connections are kept between attempts), against the raw driver sending
-  the statements run_once sends: the try-lock, the ledger INSERT of the attempt, the ledger
-  UPDATE of its outcome, the release. The raw side writes the ledger on a second connection as
-  run_once does: the attempt's row must commit on its own (inside a pg-xact lock's transaction
-  it would stay invisible until the job ends).
+  the statements run_once sends: the try-lock, the ledger INSERT of the attempt, the lock's
+  check after the job, the ledger UPDATE of its outcome, the release. The raw side writes the
+  ledger on a second connection as run_once does: the attempt's row must commit on its own
+  (inside a pg-xact lock's transaction it would stay invisible until the job ends).
 - `run_once vs lock SQL only` (info): the same cycle against the bare lock statements, to show
   what recording every attempt costs (two durable commits).
 
@@ -55,6 +55,10 @@ PG_UNLOCK = "SELECT pg_advisory_unlock(%(key)s::bigint)"
 PG_TRY_XACT = "SELECT pg_try_advisory_xact_lock(%(key)s::bigint), pg_backend_pid()"
 MY_GET = "SELECT GET_LOCK(%(name)s, 0), CONNECTION_ID()"
 MY_RELEASE = "SELECT RELEASE_LOCK(%(name)s)"
+MY_CHECK = "SELECT IS_USED_LOCK(%(name)s) = CONNECTION_ID()"
+LEASE_CHECK = ("SELECT name FROM {t} WHERE name = %(name)s AND locked_by = %(owner)s "
+               "AND fencing_token = %(token)s "
+               "AND lock_until > timezone('utc', CURRENT_TIMESTAMP)")  # fmt: skip
 LEASE_TAKE = """INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token)
 VALUES (%(name)s, timezone('utc', CURRENT_TIMESTAMP) + interval '1 hour',
         timezone('utc', CURRENT_TIMESTAMP), %(owner)s, 1)
@@ -122,7 +126,25 @@ class RawLock:
                       "token": self.params["token"]}  # fmt: skip
             conn.execute(LEASE_GIVE_BACK.format(t=self.table), params)
 
-    # the statements of one run_once cycle: lock, ledger INSERT, ledger UPDATE, release
+    def check(self, conn: Any) -> None:
+        """The lock's last check after the job, before its outcome is written."""
+        if self.mysql:
+            with conn.cursor() as cur:
+                cur.execute(MY_CHECK, self.params)
+                cur.fetchone()
+        elif self.strategy == "lease":
+            params = {"name": self.params["name"] + "-raw", "owner": self.owner,
+                      "token": self.params["token"]}  # fmt: skip
+            conn.execute(LEASE_CHECK.format(t=self.table), params).fetchone()
+        else:
+            from lockconsole import sqlfiles
+            from lockconsole.keys import pg_locks_identity
+
+            ident = dict(zip(("classid", "objid", "objsubid"), pg_locks_identity(self.job.key),
+                             strict=True))  # fmt: skip
+            conn.execute(sqlfiles.load("check_advisory_lock"), ident).fetchone()
+
+    # the statements of one run_once cycle: lock, ledger INSERT, check, ledger UPDATE, release
 
     def ledger_row(self) -> dict[str, Any]:
         now = datetime.now(UTC)
@@ -148,6 +170,7 @@ class RawLock:
                 run_id = cur.lastrowid
         else:
             run_id = ledger.execute(INSERT_PG, row).fetchone()[0]
+        self.check(lock)
         finished = datetime.now(UTC)
         if self.mysql:
             finished = finished.replace(tzinfo=None)

@@ -109,12 +109,14 @@ class Console(DuplicatesMixin, WaitsMixin):
             {} if duplicates is False else self._duplicate_counts(jobs, force=bool(duplicates))
         )
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
+        runs, abandoned = self._sweep(runs, holders, errors, now)
         holders_t = mark_stale(holders, jobs, runs, now=now,
                                idle_threshold=self.settings.idle_threshold,
                                orphaned_pids=orphaned)  # fmt: skip
         reports = slot_reports(jobs, runs, now=now, lookback=self.settings.lookback,
                                grace=self.settings.grace)  # fmt: skip
         alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs)) + self._pooler_alerts()
+        alert_list += abandoned
         holding: dict[str | None, Holder] = {}  # each job's first granted holder
         for h in holders_t:
             if h.granted and h.job not in holding:
@@ -136,6 +138,19 @@ class Console(DuplicatesMixin, WaitsMixin):
         )
         self.last = snapshot
         return snapshot
+
+    def _sweep(self, runs: list[Run], holders: list[Holder], errors: dict[str, str],
+               now: datetime) -> tuple[list[Run], list[Alert]]:  # fmt: skip
+        """Close attempts left acquired with their lock free (abandoned); read-only: report."""
+        from .abandoned import sweep
+
+        def database_of(job: Job) -> Database | None:
+            database = self.config.database_for(job)
+            return None if database.name in errors else database
+
+        return sweep(runs, holders, self.config.jobs, database_of,
+                     lambda job: self._ledger(self.config.ledger_for(job).name),
+                     close=not self.read_only, now=now)  # fmt: skip
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         """Recent attempts, newest first, from every ledger (or the one of `job`)."""

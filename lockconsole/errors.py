@@ -35,6 +35,10 @@ class UsageError(ConfigError):
     """A command-line argument is wrong."""
 
 
+class LedgerDenied(ConfigError):
+    """The run ledger refused a statement for a missing privilege: permanent, never retried."""
+
+
 class DatabaseError(LockconsoleError):
     """A database could not be reached or refused a statement; the message hides passwords."""
 
@@ -43,5 +47,11 @@ class DatabaseError(LockconsoleError):
 
 class LockLostError(LockconsoleError):
     """The lock (or its connection) went away while the job ran."""
+
+    exit_code = 4
+
+
+class RunClosedError(LockconsoleError):
+    """An attempt's outcome was not written: another instance had closed it (lock_lost)."""
 
     exit_code = 4

@@ -33,8 +33,9 @@ from typing import Any
 
 from . import sqlfiles
 from .backends.connect import connect, first_line, prepare_if_direct
-from .errors import DatabaseError
+from .errors import DatabaseError, LedgerDenied, RunClosedError
 from .ledger_schema import TABLE, schema  # noqa: F401  (TABLE is public here)
+from .ledger_times import from_db, to_db
 from .models import Database, Run, evolve
 from .urls import redact, scrub
 
@@ -48,40 +49,12 @@ COLUMNS = (
 _INSERT_COLUMNS = COLUMNS[1:]  # all but id
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
 _TIME_COLUMNS = ("slot", "started_at", "finished_at")
-_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 # PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
 # sync, lost during read, MariaDB "connection was killed", MySQL 8 inactivity disconnect.
 _MYSQL_GONE = {2006, 2013, 2014, 2055, 1927, 4031}
-
-
-# -- timestamps ---------------------------------------------------------------------------
-
-
-def to_db(value: datetime | None, dialect: str) -> Any:
-    """An aware datetime in the form the ledger stores for `dialect` (see the module doc)."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise TypeError(f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"naive datetime {value.isoformat()}: the ledger needs an aware one")
-    utc = value.astimezone(UTC)
-    if dialect == "postgresql":
-        return utc
-    if dialect == "mysql":
-        return utc.replace(tzinfo=None)
-    return utc.strftime(_SQLITE_FORMAT)
-
-
-def from_db(value: Any) -> datetime | None:
-    """A stored timestamp (any dialect's form) as an aware UTC datetime."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+# MySQL/MariaDB errors that a retry cannot cure: a privilege is missing (table, column,
+# database, access, or a SUPER-like privilege).
+_MYSQL_DENIED = {1142, 1143, 1044, 1045, 1227, 1370}
 
 
 def truncate(message: str | None) -> str | None:
@@ -123,6 +96,7 @@ class Ledger:
         self._engine: Any = None
         self._schema_checked = False
         self._ports_seen = False  # the write connection's ports were looked at (insert_run)
+        self._can_finish = False  # an UPDATE of the ledger was allowed (probe_finish_run)
 
     # connections
 
@@ -185,6 +159,10 @@ class Ledger:
         message = truncate(run.message)
         if message is not run.message:
             run = evolve(run, message=message)
+        if run.outcome == "acquired" and not self._can_finish:
+            # before a job may run: can this role close the attempt it is about to open?
+            self._execute("probe_finish_run", {}, lambda cur: None)
+            self._can_finish = True
         fields = run.__dict__
         params = {name: fields[name] for name in _INSERT_COLUMNS}
         for name in _TIME_COLUMNS:
@@ -212,7 +190,11 @@ class Ledger:
         message: str | None = None,
         finished_at: datetime | None = None,
     ) -> Run:
-        """Close an attempt: succeeded, failed or lock_lost; returns the updated Run."""
+        """Close an attempt that is still "acquired" by its own instance and process.
+
+        Returns the updated Run; raises RunClosedError when the row was no longer open (another
+        instance closed it as abandoned), which this write then leaves as it was.
+        """
         if run.id is None:
             raise ValueError("this Run was never recorded (it has no id)")
         if outcome not in FINAL_OUTCOMES:
@@ -225,8 +207,13 @@ class Ledger:
             "finished_at": to_db(finished_at, self.dialect),
             "exit_code": exit_code,
             "message": message,
+            "instance": run.instance,
+            "pid": run.pid,
         }
-        self._execute("finish_run", params, lambda cur: None)
+        if self._execute("finish_run", params, lambda cur: cur.rowcount) != 1:
+            raise RunClosedError(
+                f"run {run.id} of {run.job} was already closed by another instance"
+            )
         return evolve(
             run,
             outcome=outcome,  # type: ignore[arg-type]
@@ -234,6 +221,12 @@ class Ledger:
             exit_code=exit_code,
             message=message,
         )
+
+    def update(self, query: str, params: dict[str, Any]) -> int:
+        """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
+        values = {k: to_db(v, self.dialect) if isinstance(v, datetime) else v
+                  for k, v in params.items()}  # fmt: skip
+        return int(self._execute(query, values, lambda cur: cur.rowcount))
 
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
         """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
@@ -348,6 +341,8 @@ class Ledger:
                     continue
                 if kind == "missing" and create_error is not None:
                     raise create_error from None
+                if kind == "denied":
+                    raise LedgerDenied(self._describe(exc) + _grant_hint(name)) from None
                 raise DatabaseError(self._describe(exc)) from None
 
     def _classify(self, exc: BaseException, conn: Any) -> str | None:
@@ -359,6 +354,8 @@ class Ledger:
                 return None
             if isinstance(exc, psycopg.errors.UndefinedTable):
                 return "missing"
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+                return "denied"
             if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
                 return "gone"
             return "other"
@@ -370,6 +367,8 @@ class Ledger:
             code = exc.args[0] if exc.args else None
             if code == 1146:
                 return "missing"
+            if code in _MYSQL_DENIED:
+                return "denied"
             if isinstance(exc, pymysql.err.InterfaceError) or code in _MYSQL_GONE:
                 return "gone"
             if isinstance(exc, pymysql.err.OperationalError) and not conn.open:
@@ -379,7 +378,7 @@ class Ledger:
             return None
         if "no such table" in str(exc):
             return "missing"
-        return "other"
+        return "denied" if "readonly" in str(exc) else "other"
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -392,3 +391,9 @@ class Ledger:
 
     def _describe(self, exc: BaseException) -> str:
         return f"run ledger on {self.url.masked}: {scrub(first_line(exc), self.url)}"
+
+
+def _grant_hint(query: str) -> str:
+    """What a role refused by `query` lacks, for the one line an operator reads."""
+    verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
+    return f" (the ledger needs {verb} on {TABLE}: GRANT SELECT, INSERT, UPDATE ON {TABLE} ...)"

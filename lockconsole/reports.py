@@ -51,10 +51,30 @@ def _status(got: list[Run]) -> str:
     return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
 
 
-def _report(job: str, slot: datetime, runs: list[Run]) -> SlotReport:
+def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
+    """The longest time two of these executions (attempts that got the lock) ran at once.
+
+    An execution spans its attempt's started_at to finished_at (now while still "acquired";
+    a closed attempt without an end counts as an instant).
+    """
+    spans = sorted(
+        (r.started_at, r.finished_at or (now if r.outcome == "acquired" else r.started_at))
+        for r in runs
+        if r.outcome in GOT_LOCK
+    )
+    longest, latest_end = 0.0, None
+    for start, end in spans:
+        if latest_end is not None:
+            longest = max(longest, (min(end, latest_end) - start).total_seconds())
+        latest_end = end if latest_end is None else max(latest_end, end)
+    return longest
+
+
+def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotReport:
     runs = sorted(runs, key=_start_order)
     got = [r for r in runs if r.outcome in GOT_LOCK]
     return SlotReport(
+        overlap=overlap_seconds(got, now),
         job=job,
         slot=slot,
         acquired=len(got),
@@ -101,7 +121,7 @@ def slot_reports(
     reports: list[SlotReport] = []
     covered: set[tuple[str, datetime]] = set()
     for (job, slot, manual), group in groups.items():
-        report = _report(job, slot, group)
+        report = _report(job, slot, group, now)
         if not manual:
             covered.add((job, slot))
         if report.status == "running" or (
@@ -153,6 +173,15 @@ def _slot_message(report: SlotReport) -> str:
     return f"{where} failed on {instance}"
 
 
+def _length(seconds: float) -> str:
+    """An overlap's length: milliseconds below a second, else as format_duration writes it."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    from .stale import format_duration
+
+    return format_duration(timedelta(seconds=seconds))
+
+
 def _holder_message(holder: Holder) -> str:
     what = holder.job or f"unmapped {holder.kind} key {holder.key}"
     who = f"pid {holder.pid}" if holder.pid is not None else f"{holder.locked_by or '?'}"
@@ -194,6 +223,17 @@ def alerts(
         Alert(kind=r.status, job=r.job, message=_slot_message(r), slot=r.slot)  # type: ignore[arg-type]
         for r in reports
         if r.status in ALERT_STATUSES
+    ]
+    out += [
+        Alert(
+            "overlap",
+            r.job,
+            f"{r.job} {format_slot(r.slot)}: two executions ran at the same "
+            f"time for {_length(r.overlap)}",
+            slot=r.slot,
+        )
+        for r in reports
+        if r.overlap > 0
     ]
     out += [
         Alert("stale_holder", h.job, _holder_message(h), database=h.database)

@@ -10,7 +10,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any
 
 from . import faultpoints
 from .backends import Lock, open_lock
-from .errors import DatabaseError, LockLostError
+from .closing import _borrow_lock_connection, _held, _retrying
+from .errors import DatabaseError, LockLostError, RunClosedError
 from .ledger import Ledger
 from .models import Database, Job, Run, Trigger, evolve
 from .sessions import Session, SessionRegistry, session_key
@@ -37,7 +37,6 @@ EXIT_LOCK_LOST = 4
 EXIT_DATABASE = 5
 RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
 SKIP_HELD = "lock held by another session"
-LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 _HOST = socket.gethostname()
 _EVENTS = threading.Lock()  # makes an Attempt's events on first use, once
 
@@ -167,15 +166,21 @@ class Attempt:
     def start_watchdog(self) -> None:
         assert self.lock is not None
         self._acquired_at = utcnow()
+        socket_fd = getattr(self.lock, "socket_fd", None)
+        fd = socket_fd() if socket_fd is not None else None
+        if socket_fd is not None and fd is None:  # its session ended since the try-lock
+            self.lost.set()  # the lock is gone: the attempt ends here, the job never starts
+            self.finish("lock_lost", message="the lock's session ended before the job started")
+            return
         self._watch = WATCHDOGS.watch(
-            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone
+            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone, fd=fd
         )
 
-    def _lock_gone(self) -> None:
+    def _lock_gone(self, *, callbacks: bool = True) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
         self.lost.set()
         log_attempt("lock_lost", self.run, message="lock or its connection went away")
-        for callback in self.on_lock_lost:
+        for callback in self.on_lock_lost if callbacks else ():
             try:
                 callback(self)
             except Exception:  # the job's callback must not stop the release
@@ -184,34 +189,74 @@ class Attempt:
     def finish(
         self, outcome: str, *, exit_code: int | None = None, message: str | None = None
     ) -> Run:
-        """Stop the watchdog, honour min_hold, release the lock and record the outcome."""
+        """Stop the watchdog, honour min_hold, confirm the lock, record the outcome, release.
+
+        The order makes the outcome true and never leaves a finished attempt "acquired":
+        1. the watchdog stops, min_hold is honoured;
+        2. the lock is checked once more on its own connection. The job has ended, and a lost
+           session lock is never regained by its session (a lease taken over gets a new token),
+           so a lock still ours now was ours for the whole run: only then "succeeded";
+        3. the outcome is written while the lock is held, only if the row is still "acquired"
+           by this instance and process: if an instance that took the lock after a loss closed
+           it as abandoned, that close stands and this attempt is lock_lost (adding its real end);
+        4. the lock is released: whoever gets it next finds this attempt finished.
+        """
         if not self.acquired:
             return self.run
         if self._watch is not None:
             self._watch.stop()  # returns once no check (or its on_lock_lost) is running
-        if self._was_lost():
-            outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
         clean = False
         try:
             self._hold_min(outcome)
-            # record before releasing: an instance that gets the lock next must find this
-            # attempt finished, not "acquired" (which it would take for an abandoned attempt)
-            self.run = _retrying(
-                lambda: self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
-            )
-            clean = True
+            faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
+            if not self._was_lost() and not _held(self.lock):
+                self._lock_gone(callbacks=False)
+            if self._was_lost():
+                outcome, message = "lock_lost", message or "lock or its connection went away"
+            faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
+            self.run = self._record(outcome, exit_code, message)
+            clean = self.run.outcome != "lock_lost"
         finally:
             try:
-                self.lock.release()
+                if self.lock.release() is False and clean:
+                    log.warning("the lock of %s was gone at release (after the outcome was "
+                                "written)", self.job.name)  # fmt: skip
             except Exception as exc:
                 clean = False
                 log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
             finally:
-                clean = clean and not self._was_lost() and self.run.outcome != "lock_lost"
                 _give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
+
+    def _record(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
+        """Write the outcome (retried while the database is away); lock_lost if it was closed."""
+
+        def write() -> Run:
+            return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+
+        try:
+            try:
+                return _retrying(write)
+            except DatabaseError:
+                if not _borrow_lock_connection(self.ledger, self.lock):
+                    raise
+                log.warning("recording the outcome of %s on the lock's connection", self.job.name)
+                return write()
+        except RunClosedError:
+            self.lost.set()
+            end = utcnow()
+            try:
+                self.ledger.update("extend_lost_run", {
+                    "id": self.run.id, "instance": self.run.instance, "pid": self.run.pid,
+                    "finished_at": end, "exit_code": exit_code,
+                })  # fmt: skip
+            except DatabaseError as exc:
+                log.warning("could not add the real end of run %s: %s", self.run.id, exc)
+            note = "another instance took the lock and closed this attempt as lock_lost"
+            return evolve(self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code,
+                          message=note)  # fmt: skip
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
@@ -285,7 +330,7 @@ def begin(
         if not got:
             return _skipped(job, ledger, base, SKIP_HELD, lock, sessions, key)
         if job.once_per_slot and trigger == "scheduled":
-            claim = _slot_claim(ledger, job, slot, instance)
+            claim = _slot_claim(ledger, job, slot, instance, started)
             if claim is not None:
                 lock.release()
                 reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
@@ -308,9 +353,8 @@ def begin(
 
 
 def _open(job: Job, database: Database, instance: str) -> Lock:
-    return open_lock(
-        job, database, instance=instance, application_name=application_name(job, instance)
-    )
+    name = application_name(job, instance)
+    return open_lock(job, database, instance=instance, application_name=name)
 
 
 def _give_back(sessions: SessionRegistry | None, key: tuple[Any, ...], lock: Lock,
@@ -323,35 +367,26 @@ def _give_back(sessions: SessionRegistry | None, key: tuple[Any, ...], lock: Loc
         session.close()
 
 
-def _retrying(write: Callable[[], Run]) -> Run:
-    """A ledger write, retried while the database is briefly away (a restart, a failover)."""
-    deadline = time.monotonic() + LEDGER_RETRY_SECONDS
-    pause = 0.2
-    while True:
-        try:
-            return write()
-        except DatabaseError as exc:
-            if time.monotonic() + pause > deadline:
-                raise
-            log.warning("recording the outcome failed, retrying: %s", exc)
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-
-def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str) -> Run | None:
+def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str,
+                started: datetime | None = None) -> Run | None:  # fmt: skip
     """The slot's claim, once attempts still marked "acquired" are closed as abandoned.
 
     We hold the lock now, so an earlier attempt of this slot that is still "acquired" no
     longer does: its process was killed, or its session or lease ended, before it could
-    record an outcome. It is closed as lock_lost and the slot may run again (the job's
-    idempotency key keeps its effects single).
+    record an outcome. It is closed as lock_lost, ending at `started` (the lock was free by the
+    time we took it; a holder still running adds its real end when its own write finds the
+    row closed), and the slot may run again (the idempotency key keeps its effects single).
     """
     claim = ledger.slot_claim(job.name, slot)
     for _ in range(100):
         if claim is None or claim.outcome != "acquired":
             break
         note = f"abandoned: the lock was free when {instance} took it (holder died or expired)"
-        log_attempt("lock_lost", ledger.finish(claim, "lock_lost", message=note))
+        try:
+            closed = ledger.finish(claim, "lock_lost", message=note, finished_at=started)
+            log_attempt("lock_lost", closed)
+        except RunClosedError:
+            pass  # closed meanwhile by its own process or by a check
         claim = ledger.slot_claim(job.name, slot)
     return claim
 

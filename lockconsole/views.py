@@ -15,7 +15,15 @@ from .models import Job, Run
 
 HolderKind = Literal["advisory", "user_lock", "lease"]
 AlertKind = Literal[
-    "double_run", "missed", "lock_lost", "failed", "stale_holder", "duplicates", "pooler"
+    "double_run",
+    "missed",
+    "lock_lost",
+    "failed",
+    "stale_holder",
+    "duplicates",
+    "pooler",
+    "overlap",
+    "abandoned",
 ]
 
 
@@ -63,6 +71,7 @@ class SlotReport:
     skipped: int
     outcomes: tuple[tuple[str, str], ...]  # (instance, outcome), in start order
     status: Literal["ok", "running", "double_run", "missed", "lock_lost", "failed"]
+    overlap: float = 0.0  # seconds: the longest time two of its executions ran at once
 
 
 @dataclass(frozen=True)

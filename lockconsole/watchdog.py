@@ -10,9 +10,14 @@ comes due to an idle watchdog thread (or starts one). The first check of a watch
 comes between `interval` and 1.25 × `interval` after it started, the later ones every
 `interval`. Threads idle for IDLE_SECONDS end by themselves.
 
-    watch = WATCHDOGS.watch(interval, check=lock.still_held, on_lost=lost)
+    watch = WATCHDOGS.watch(interval, check=lock.still_held, on_lost=lost, fd=lock_socket)
     ...                      # the job runs; `lost()` is called once if a check returns False
     watch.stop()             # returns when no check is running: the lock may be released now
+
+With `fd` (the lock connection's socket), the watch is also armed at once and handed to the
+socket watcher (`sockwatch`): when the socket turns readable or hangs up, the same check runs
+at once on that thread, so a terminated session is noticed in milliseconds; the periodic
+checks remain as the backstop.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+
+from .sockwatch import SOCKETS
 
 IDLE_SECONDS = 60.0  # idle watchdog threads (and the ticker) wait this long for work, then end
 MAX_IDLE = 4  # idle watchdog threads kept per process
@@ -33,8 +40,10 @@ class Watch:
     """One attempt's watch: `check()` every `interval` s until stop(); `on_lost()` on a False."""
 
     def __init__(self, pool: WatchdogPool, interval: float, check: Callable[[], bool],
-                 on_lost: Callable[[], None]) -> None:  # fmt: skip
+                 on_lost: Callable[[], None], fd: int | None = None) -> None:  # fmt: skip
         self.pool = pool
+        self.fd = fd  # the lock connection's socket, watched by SOCKETS while this watch runs
+        self.fired = False  # on_lost was called (by a periodic check or a socket event)
         self.interval = interval
         self.check = check
         self.on_lost = on_lost
@@ -46,6 +55,8 @@ class Watch:
 
     def stop(self) -> None:
         """Stop watching; returns once no check or on_lost is running (safe from on_lost too)."""
+        if self.fd is not None:
+            SOCKETS.remove(self.fd, self)
         if not self.pool._unnote(self):
             return  # never came due: no thread has it
         assert self.stopped is not None and self._busy is not None
@@ -54,9 +65,40 @@ class Watch:
             pass
 
     def _arm(self) -> None:
-        """The watch came due (called under the pool's lock): give it what its thread needs."""
-        self.stopped = threading.Event()
-        self._busy = threading.RLock()
+        """The watch came due, or watches a socket (under the pool's lock): make its events."""
+        if self.stopped is None:
+            self.stopped = threading.Event()
+            self._busy = threading.RLock()
+
+    def _verdict(self) -> bool:
+        """Run the check (holding _busy); on a loss call on_lost once. True while held."""
+        assert self.stopped is not None
+        if self.stopped.is_set() or self.fired:
+            return False
+        try:
+            held = self.check()
+        except Exception as exc:  # a watchdog never dies silently: a failed check is a loss
+            log.debug("watchdog check failed: %s", exc)
+            held = False
+        if not held and not self.stopped.is_set():
+            self.fired = True
+            self.on_lost()
+        return held
+
+    def poke(self) -> bool:
+        """The socket turned readable: check now. True to keep watching the socket.
+
+        If a check is running right now, its answer covers this event (the event may be that
+        check's own reply), so no second check is made.
+        """
+        assert self._busy is not None
+        if not self._busy.acquire(blocking=False):
+            with self._busy:
+                return not (self.fired or (self.stopped is not None and self.stopped.is_set()))
+        try:
+            return self._verdict()
+        finally:
+            self._busy.release()
 
     def run(self) -> None:
         """The watch loop on its watchdog thread: check now, then every interval, until stopped
@@ -64,15 +106,7 @@ class Watch:
         assert self.stopped is not None and self._busy is not None
         while True:
             with self._busy:
-                if self.stopped.is_set():
-                    return
-                try:
-                    held = self.check()
-                except Exception as exc:  # a watchdog never dies silently: a failed check is a loss
-                    log.debug("watchdog check failed: %s", exc)
-                    held = False
-                if not held and not self.stopped.is_set():
-                    self.on_lost()
+                if not self._verdict():
                     return
             if self.stopped.wait(self.interval):
                 return
@@ -111,13 +145,15 @@ class WatchdogPool:
         self._forget()
 
     def watch(self, interval: float, *, check: Callable[[], bool],
-              on_lost: Callable[[], None]) -> Watch:  # fmt: skip
+              on_lost: Callable[[], None], fd: int | None = None) -> Watch:  # fmt: skip
         """Start watching: `check` runs every `interval` seconds, the first time after about
-        `interval` seconds (at most a quarter more)."""
-        watch = Watch(self, interval, check, on_lost)
+        `interval` seconds (at most a quarter more), and at once whenever `fd` turns readable."""
+        watch = Watch(self, interval, check, on_lost, fd)
         tick = max(MIN_TICK, interval / 4)
         start = False
         with self._ticking:
+            if fd is not None:
+                watch._arm()
             self._pending[id(watch)] = watch
             self._last_watch = time.monotonic()
             if self._ticker is None:
@@ -131,6 +167,8 @@ class WatchdogPool:
             ticker = self._ticker
         if start:
             ticker.start()
+        if fd is not None and not SOCKETS.add(fd, watch):
+            watch.fd = None
         return watch
 
     def idle(self) -> int:

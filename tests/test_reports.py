@@ -175,7 +175,8 @@ def test_expired_lease_taken_over_is_a_double_run(setup, cli_env, uid, plain_ses
     assert report.outcomes == (("web-1", "lock_lost"), ("web-2", "succeeded"))
     lost, took_over = sorted(runs_of(config, job.name), key=lambda r: r.started_at)
     assert lost.finished_at and took_over.started_at < lost.finished_at, "they overlapped"
-    [alert] = alerts([report])
+    [alert, overlap] = alerts([report])
+    assert overlap.kind == "overlap" and report.overlap > 0
     assert alert.message.endswith("ran on 2 instances: web-1 (lock_lost), web-2")
 
 
@@ -571,3 +572,18 @@ def test_format_duration():
              7980: "2h13m", 7200: "2h", 90000: "1d1h", 86400: "1d"}  # fmt: skip
     for seconds, text in cases.items():
         assert format_duration(timedelta(seconds=seconds)) == text
+
+
+def test_two_executions_at_the_same_time_raise_an_overlap_alert_with_its_length() -> None:
+    """A holder that lost its lock ran on 0.25 s after the takeover began: overlap, even though
+    one of them is lock_lost; back-to-back executions are no overlap."""
+    second = timedelta(seconds=1)
+    lost = run("lock_lost", at=0.5, finished_at=T0 + 2 * second, id=1)
+    takeover = run("succeeded", instance="web-2", at=1.75, finished_at=T0 + 3 * second, id=2)
+    [report] = reports_at(T0 + HOUR, [lost, takeover])
+    assert report.overlap == pytest.approx(0.25)
+    found = [a for a in alerts([report]) if a.kind == "overlap"]
+    assert len(found) == 1 and "250 ms" in found[0].message
+    after = replace(takeover, started_at=T0 + 2 * second)
+    [report] = reports_at(T0 + HOUR, [lost, after])
+    assert report.overlap == 0 and not [a for a in alerts([report]) if a.kind == "overlap"]

@@ -46,8 +46,8 @@ def test_the_first_check_comes_after_the_interval_and_later_ones_every_interval(
                        on_lost=lambda: None)  # fmt: skip
     assert _wait_for(lambda: len(checks) >= 3)
     watch.stop()
-    assert 0.2 <= checks[0] - started <= 0.2 * 1.25 + 0.1
-    assert all(0.19 <= b - a <= 0.35 for a, b in zip(checks, checks[1:], strict=False))
+    assert checks[0] - started >= 0.2  # never before the interval (no upper bound: load varies)
+    assert all(b - a >= 0.19 for a, b in zip(checks, checks[1:], strict=False))
 
 
 def test_a_watch_stopped_before_its_first_check_wakes_no_thread() -> None:
@@ -75,11 +75,14 @@ def test_stop_waits_for_a_running_check() -> None:
 
     watch = pool.watch(0.01, check=slow_check, on_lost=lambda: None)
     assert inside.wait(5)
-    threading.Timer(0.2, release.set).start()
-    started = time.monotonic()
-    watch.stop()
-    assert done.is_set()  # stop() returned only after the check finished
-    assert time.monotonic() - started >= 0.15
+    returned: list[bool] = []
+    stopper = threading.Thread(target=lambda: returned.append(watch.stop() is None))
+    stopper.start()
+    stopper.join(0.1)
+    assert not returned  # stop() waits while the check runs
+    release.set()
+    stopper.join(5)
+    assert returned and done.is_set()  # stop() returned only after the check finished
 
 
 def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
@@ -126,3 +129,31 @@ def test_idle_threads_are_bounded() -> None:
     assert _wait_for(lambda: pool.idle() == 2)
     time.sleep(0.05)
     assert pool.idle() == 2
+
+
+def test_a_readable_socket_runs_the_check_at_once_and_a_loss_is_confirmed_by_it() -> None:
+    """An event on the lock's socket runs the real check (interval 60 s: no periodic check
+    comes); a readable socket whose check says held (a NOTICE) is no loss."""
+    import socket
+
+    pool = WatchdogPool()
+    ours, server = socket.socketpair()
+    held, checked, lost = [True], threading.Semaphore(0), threading.Event()
+
+    def check() -> bool:
+        try:
+            ours.recv(100, socket.MSG_DONTWAIT)  # the check reads what arrived, as a driver does
+        except BlockingIOError:
+            pass
+        checked.release()
+        return held[0]
+
+    watch = pool.watch(60.0, check=check, on_lost=lost.set, fd=ours.fileno())
+    server.send(b"N")  # a notice: readable, the check runs, the lock is still held
+    assert checked.acquire(timeout=30)
+    assert not lost.is_set()
+    held[0] = False
+    server.close()  # the server ended the session
+    assert lost.wait(30)
+    watch.stop()
+    ours.close()

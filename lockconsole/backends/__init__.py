@@ -27,8 +27,12 @@ class Lock(Protocol):
     def still_held(self) -> bool:
         """False when the lock or its connection is gone (may raise DatabaseError)."""
 
-    def release(self) -> None:
-        """Give the lock back (a lease honours min_hold); harmless after a loss."""
+    def release(self) -> bool | None:
+        """Give the lock back (a lease honours min_hold); harmless after a loss.
+
+        True when the lock (or the lease row with our token) was still ours, False when it
+        was already gone, None when nothing was held.
+        """
 
     def close(self) -> None:
         """Close the connection; session locks die with it."""
@@ -40,7 +44,7 @@ class LockBase:
     held: bool
     lost_on_release: bool
 
-    def release(self, *args: Any) -> None:
+    def release(self, *args: Any) -> bool | None:
         raise NotImplementedError
 
     def _gone(self) -> bool:
@@ -50,24 +54,25 @@ class LockBase:
         raise NotImplementedError
 
     def _unlock(self, run: Callable[[], Any], errors: tuple[type[BaseException], ...],
-                what: str) -> None:  # fmt: skip
-        """Run the unlock statement; a false result or a dead connection sets lost_on_release
-        (the session's locks died with it) instead of raising."""
+                what: str) -> bool | None:  # fmt: skip
+        """Run the unlock statement: True if the lock was ours; a false result or a dead
+        connection (the session's locks died with it) sets lost_on_release and returns False."""
         if not self.held:
-            return
+            return None
         self.held = False
         if self._gone():
             self.lost_on_release = True
-            return
+            return False
         try:
             row = run()
         except errors as exc:
             if self._gone():
                 self.lost_on_release = True
-                return
+                return False
             raise self._error(what, exc) from None
         if not (row and row[0]):
             self.lost_on_release = True
+        return not self.lost_on_release
 
     def close(self) -> None:
         raise NotImplementedError

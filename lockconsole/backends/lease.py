@@ -260,10 +260,13 @@ class LeaseLock(LockBase):
                     return False
         return False
 
-    def release(self) -> None:
-        """ShedLock's unlock: lock_until = max(now, locked_at + min_hold); never DELETE."""
+    def release(self) -> bool | None:
+        """ShedLock's unlock: lock_until = max(now, locked_at + min_hold); never DELETE.
+
+        True when the row still carried our owner and token, False when it had been taken.
+        """
         if not self.held:
-            return
+            return None
         self.held = False
         for attempt in (1, 2):  # a dropped connection is reopened once; the UPDATE is idempotent
             try:
@@ -274,7 +277,8 @@ class LeaseLock(LockBase):
                     raise self._error(exc) from None
             else:
                 self.lost_before_release = changed != 1
-                return
+                return not self.lost_before_release
+        return None
 
     def _release(self) -> int:
         """The unlock UPDATE guarded by owner (and fencing token); the affected row count."""

@@ -50,6 +50,14 @@ class MysqlLock(LockBase):
     def _gone(self) -> bool:
         return self._closed or not self.conn.open
 
+    def socket_fd(self) -> int | None:
+        """The lock connection's socket: it turns readable when the server ends the session."""
+        sock = None if self._gone() else getattr(self.conn, "_sock", None)
+        try:
+            return None if sock is None else int(sock.fileno())
+        except OSError:
+            return None
+
     def acquire(self) -> bool:
         """Try once without waiting; True when this connection now holds the name."""
         import pymysql
@@ -81,11 +89,11 @@ class MysqlLock(LockBase):
             return False
         return bool(row and row[0])
 
-    def release(self) -> None:
-        """RELEASE_LOCK; a 0/NULL result or a dead connection sets lost_on_release instead."""
+    def release(self) -> bool | None:
+        """RELEASE_LOCK: True if it was ours; 0/NULL or a dead connection: lost_on_release."""
         import pymysql
 
-        self._unlock(lambda: self._fetch("release_lock"), (pymysql.MySQLError, OSError),
+        return self._unlock(lambda: self._fetch("release_lock"), (pymysql.MySQLError, OSError),
                      f"RELEASE_LOCK({self.name!r})")  # fmt: skip
 
     def reusable(self) -> bool:

@@ -75,6 +75,13 @@ class _PgLock(LockBase):
     def _gone(self) -> bool:
         return bool(self.conn.closed or self.conn.broken)
 
+    def socket_fd(self) -> int | None:
+        """The lock connection's socket: it turns readable when the server ends the session."""
+        try:
+            return None if self._gone() else int(self.conn.fileno())
+        except Exception:
+            return None
+
     def still_held(self) -> bool:
         """True while pg_locks shows this backend holding the key; False on any connection error."""
         import psycopg
@@ -82,15 +89,13 @@ class _PgLock(LockBase):
         if not self.held or self._gone():
             return False
         try:
-            if self._timeout_set:
-                cur = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity)
-            else:
-                with self.conn.pipeline():
-                    timeout = {"timeout": f"{CHECK_TIMEOUT}s"}
-                    self.conn.execute(sqlfiles.load("set_statement_timeout"), timeout)
-                    cur = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity)
+            if not self._timeout_set:
+                # not in a pipeline: a pipeline on a terminated session logs "error ignored
+                # terminating" on its way out, noise for a loss that is already handled
+                timeout = {"timeout": f"{CHECK_TIMEOUT}s"}
+                self.conn.execute(sqlfiles.load("set_statement_timeout"), timeout)
                 self._timeout_set = True
-            row = cur.fetchone()
+            row = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity).fetchone()
         except psycopg.Error:
             return False
         return bool(row and row[0])
@@ -197,11 +202,11 @@ class PgSessionLock(_PgLock):
             return head + "; running anyway because allow_pooler = true"
         return head + '; use strategy = "pg-xact", or set allow_pooler = true to run anyway'
 
-    def release(self) -> None:
-        """pg_advisory_unlock; a false result or a dead session sets lost_on_release instead."""
+    def release(self) -> bool | None:
+        """pg_advisory_unlock: True if it was ours; False (lost_on_release) if it was gone."""
         import psycopg
 
-        self._unlock(
+        return self._unlock(
             lambda: self.conn.execute(self._sql("advisory_unlock"), self._params).fetchone(),
             (psycopg.Error,),
             "pg_advisory_unlock",
@@ -244,15 +249,17 @@ class PgXactLock(_PgLock):
         self.held = True
         return True
 
-    def release(self, *, commit: bool = True) -> None:
-        """End the job's transaction (COMMIT, or ROLLBACK), which frees the lock."""
+    def release(self, *, commit: bool = True) -> bool | None:
+        """End the job's transaction (COMMIT, or ROLLBACK), which frees the lock: True if the
+        session still had it, False (lost_on_release) if the session had died."""
         if not self.held:
-            return
+            return None
         self.held = False
         if self._gone():
             self.lost_on_release = True
-            return
+            return False
         self._end(commit=commit)
+        return not self.lost_on_release
 
     def _end(self, *, commit: bool) -> None:
         import psycopg

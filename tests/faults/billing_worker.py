@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from lockconsole.api import run_once
 from lockconsole.backends.connect import connect
@@ -102,6 +103,7 @@ def main() -> int:
     p.add_argument("table")
     p.add_argument("--slot")
     p.add_argument("--soak", nargs=3, type=float, metavar=("T0", "PERIOD", "COUNT"))
+    p.add_argument("--start-file")  # --soak: print "ready", then read T0 from this file
     p.add_argument("--retry", type=float, default=0.0)
     p.add_argument("--slow-every", type=int, default=0)
     p.add_argument("--tenants", type=int, default=5)
@@ -131,6 +133,12 @@ def _main(args: argparse.Namespace) -> int:
         print(json.dumps(out), flush=True)
         return exit_code_for(run)
     t0, period, count = args.soak
+    if args.start_file:  # every instance is up before the first firing is fixed
+        print(json.dumps({"ready": os.getpid()}), flush=True)
+        start = Path(args.start_file)
+        while not start.exists():
+            time.sleep(0.01)
+        t0 = float(start.read_text())
     base = datetime(2030, 1, 1, tzinfo=UTC)
     while True:
         index = max(0, int((time.time() - t0) // period) + 1)  # the next firing from now

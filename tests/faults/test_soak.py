@@ -18,6 +18,10 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from lockconsole.config import load_config
+from lockconsole.console import Console
+from lockconsole.reports import overlap_seconds
+
 from fault_helpers import (
     create_invoices,
     duplicate_invoices,
@@ -31,6 +35,11 @@ LONG = os.environ.get("LOCKCONSOLE_SOAK", "").lower() == "long"
 SLOTS = 500 if LONG else 60
 INSTANCES = 8
 PERIOD = 0.3  # seconds between firings
+WATCHDOG = 0.05  # the periodic backstop; a terminated session is noticed on its socket at once
+SLOW_DELAY = 0.015 * 5  # the slow job's step: it looks at `attempt.lost` between tenants
+# A takeover after a lost lock overlaps the old holder only until the loss is noticed (on the
+# socket, or at worst by the periodic check), the job's step ends and its finish is written.
+OVERLAP_BOUND = WATCHDOG + SLOW_DELAY + 0.25
 TENANTS = 3
 REPORT = Path(__file__).with_name("last_soak.txt")
 BASE = datetime(2030, 1, 1, tzinfo=UTC)
@@ -39,19 +48,25 @@ BASE = datetime(2030, 1, 1, tzinfo=UTC)
 class Fleet:
     """The racing instances; a killed one is started again under the same name."""
 
-    def __init__(self, config: Path, job: str, table: str, t0: float) -> None:
+    def __init__(self, config: Path, job: str, table: str, start_file: Path) -> None:
         self.args = (config, job, table)
-        self.t0 = t0
+        self.start_file = start_file
         self.procs: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
         for i in range(INSTANCES):
             self.start(f"web-{i}")
+        for proc in self.procs.values():  # each prints "ready" once imported and configured
+            assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        self.t0 = time.time() + 0.5
+        start_file.with_suffix(".tmp").write_text(str(self.t0))
+        start_file.with_suffix(".tmp").rename(start_file)  # appears whole
 
     def start(self, name: str) -> None:
         extra = ["--retry", "0.12"] if int(name[4:]) % 2 == 0 else []  # late schedulers
         self.procs[name] = start_worker(
-            *self.args[:2], name, self.args[2], "--soak", str(self.t0), str(PERIOD),
-            str(SLOTS + 1), "--tenants", str(TENANTS), "--delay", "0.015",
+            *self.args[:2], name, self.args[2], "--soak", "0", str(PERIOD),
+            str(SLOTS + 1), "--start-file", str(self.start_file), "--tenants", str(TENANTS),
+            "--delay", "0.015",
             "--slow-every", "7", *extra,
         )  # fmt: skip
 
@@ -90,19 +105,24 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
     config = job_config(tmp_path / "lockconsole.toml", pg_url, job, "pg-session",
-                        watchdog_interval=0.05)  # fmt: skip
+                        watchdog_interval=WATCHDOG)  # fmt: skip
+    with config.open("a", encoding="utf-8") as f:  # the operator's check reads every attempt
+        f.write("[console]\nhistory_limit = 100000\n")
     started = time.monotonic()
-    fleet = Fleet(config, job, table, time.time() + 4)
+    fleet = Fleet(config, job, table, tmp_path / "t0")
     stop, faults = threading.Event(), {"terminate": 0, "kill -9": 0}
     injector = threading.Thread(target=inject_faults, args=(fleet, pg_conn, job, stop, faults))
     injector.start()
     try:
-        time.sleep(4 + SLOTS * PERIOD)
+        time.sleep(max(0.0, fleet.t0 + SLOTS * PERIOD - time.time()))
     finally:
         stop.set()
         injector.join()
         fleet.wait()
     elapsed = time.monotonic() - started
+    left_before_check = sum(r.outcome == "acquired" for r in runs_of(config, job))
+    with Console(load_config(str(config))) as console:  # an operator's `check` after the soak
+        swept = sum(a.kind == "abandoned" for a in console.snapshot(duplicates=False).alerts)
 
     runs = runs_of(config, job)
     rows = invoices(pg_conn, "postgresql", table)
@@ -115,6 +135,7 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         per_slot[period].add(tenant)
     slots = [BASE + timedelta(minutes=i) for i in range(1, SLOTS + 1)]
     counts = defaultdict(int)
+    longest = 0.0
     for slot in slots:
         attempts = by_slot.get(slot, [])
         ran = [r for r in attempts if r.outcome != "skipped"]
@@ -125,7 +146,10 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         counts["accounted"] += bool(attempts)
         counts["lock_lost"] += any(r.outcome == "lock_lost" for r in ran)
         counts["abandoned"] += any("abandoned" in (r.message or "") for r in ran)
-        counts["running"] += any(r.outcome == "acquired" for r in ran)
+        counts["left open"] += any(r.outcome == "acquired" for r in ran)
+        overlap = overlap_seconds(ran, datetime.now(UTC))
+        counts["overlap"] += overlap > 0
+        longest = max(longest, overlap)
         if ok:
             assert per_slot[slot.isoformat()] == set(range(TENANTS)), slot
     dupes = duplicate_invoices(rows)
@@ -133,17 +157,21 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         f"soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in {elapsed:.0f} s; "
         f"faults injected: {faults['terminate']} terminate, {faults['kill -9']} kill -9, "
         "slow job every 7th slot",
-        "| slots | exactly-one | takeover | double | missed | lock_lost | abandoned (kill -9) "
-        "| duplicate invoices | accounted by the ledger |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| slots | exactly-one | takeover | double | overlap (longest) | missed | lock_lost "
+        "| abandoned (closed by check) | abandoned left open | duplicate invoices "
+        "| accounted by the ledger |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| {SLOTS} | {counts['exactly-one']} | {counts['takeover']} | {counts['double']} "
-        f"| {counts['missed']} | {counts['lock_lost']} | {counts['abandoned']} | {dupes} "
-        f"| {counts['accounted']}/{SLOTS} |",
+        f"| {counts['overlap']} ({longest * 1000:.0f} ms) | {counts['missed']} "
+        f"| {counts['lock_lost']} | {counts['abandoned']} ({swept}) | {counts['left open']} "
+        f"| {dupes} | {counts['accounted']}/{SLOTS} |",
     ])  # fmt: skip
     print("\n" + table_text)
     REPORT.write_text(table_text + "\n", encoding="utf-8")
     assert dupes == 0
     assert counts["double"] == 0, "two full runs of one slot"
+    assert counts["left open"] == 0, f"attempts left acquired ({left_before_check} before check)"
+    assert longest <= OVERLAP_BOUND, f"two executions overlapped for {longest:.3f} s"
     assert counts["accounted"] == SLOTS, "every slot has its attempts in the ledger"
     assert counts["exactly-one"] + counts["takeover"] + counts["missed"] == SLOTS
     assert counts["exactly-one"] >= SLOTS // 2

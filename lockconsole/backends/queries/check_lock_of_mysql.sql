@@ -1,0 +1,1 @@
+SELECT COALESCE(IS_USED_LOCK(%(name)s) = %(pid)s, 0)
