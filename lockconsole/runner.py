@@ -99,6 +99,9 @@ def _logfmt(value: object) -> str:
     return text
 
 
+_SELF_HOLDING = ("lease", "redis")  # their lock store keeps min_hold itself
+
+
 @dataclass
 class Attempt:
     """One attempt in progress: its ledger row, and while acquired, the lock and its watchdog."""
@@ -214,8 +217,8 @@ class Attempt:
         return self.run
 
     def _hold_min(self, outcome: str) -> None:
-        """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
-        if not self.job.min_hold or self.job.strategy == "lease" or outcome == "lock_lost":
+        """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""
+        if not self.job.min_hold or self.job.strategy in _SELF_HOLDING or outcome == "lock_lost":
             return
         if self._acquired_at is None:
             return
