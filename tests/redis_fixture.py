@@ -1,6 +1,7 @@
 """A private redis-server for the Redis tests, so a test may restart it.
 
-Import the fixtures into a test module. `redis_server` (one per session) is started from
+Import the fixtures into a test module (importing `redis_url_fixture` registers `redis_url`,
+and so on). `redis_server` (one per session) is started from
 Debian's redis-server binary on a free loopback port, without persistence, in a temporary
 folder; `redis_url` is $LOCKCONSOLE_TEST_REDIS_URL when set, else that server's URL.
 `private_redis` is a server of the test's own (for restarting it mid-run). A missing binary
@@ -79,8 +80,8 @@ class RedisServer:
         self.start()
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
+@pytest.fixture(scope="session", name="redis_server")
+def redis_server_fixture() -> Iterator[RedisServer]:
     with tempfile.TemporaryDirectory(prefix="lockconsole-redis-") as folder:
         server = RedisServer(Path(folder))
         try:
@@ -89,13 +90,13 @@ def redis_server() -> Iterator[RedisServer]:
             server.stop()
 
 
-@pytest.fixture(scope="session")
-def redis_url(redis_server: RedisServer) -> str:
+@pytest.fixture(scope="session", name="redis_url")
+def redis_url_fixture(redis_server: RedisServer) -> str:
     return os.environ.get("LOCKCONSOLE_TEST_REDIS_URL") or redis_server.url
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+@pytest.fixture(name="private_redis")
+def private_redis_fixture(tmp_path: Path) -> Iterator[RedisServer]:
     """A server of this test's own, free to be restarted."""
     folder = tmp_path / "redis"
     folder.mkdir()
