@@ -77,9 +77,8 @@ def decode(data: bytes) -> str:
 
 def shedlock_value(host: str, now: datetime | None = None) -> str:
     """ADDED:<ISO-8601 UTC time, milliseconds, Z>@<host>:<random UUID>, as ShedLock writes."""
-    now = now or datetime.now(UTC)
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-    return f"ADDED:{stamp}@{host}:{uuid.uuid4()}"
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds")
+    return f"ADDED:{stamp[:-6]}Z@{host}:{uuid.uuid4()}"
 
 
 def client_for(url: DatabaseURL, *, connect_timeout: float = CONNECT_TIMEOUT,
@@ -116,10 +115,13 @@ class RedisLock(LockBase):
         self._keys = [
             encode(k) for k in (self.key, FENCING_PREFIX + self.key, TOKEN_PREFIX + self.key)
         ]
+        self._release_keys = [self._keys[0], self._keys[2]]
         self.host = socket.gethostname()
         self.session_id: int | None = None
         self.fencing_token: int | None = None
         self.value: str | None = None
+        self._value = b""  # the value's bytes
+        self._ms = int((job.max_duration or DEFAULT_MAX_DURATION).total_seconds() * 1000)
         self.held = False
         self.lost_before_release = False  # release() found the key expired or taken over
         self._acquired_at = 0.0  # time.monotonic() when the key was set
@@ -148,17 +150,18 @@ class RedisLock(LockBase):
 
     def acquire(self) -> bool:
         """SET NX PX max_duration (with the fencing INCR, in one script); never waits."""
-        ms = int((self.job.max_duration or DEFAULT_MAX_DURATION).total_seconds() * 1000)
         value = shedlock_value(self.host)
-        self._redis()
+        raw = encode(value)
+        if self._client is None:
+            self._redis()
         try:
-            token = int(self._scripts["acquire"](keys=self._keys, args=[encode(value), ms]))
+            token = int(self._scripts["acquire"](keys=self._keys, args=[raw, self._ms]))
         except redis_errors() as exc:
             self._drop()
             raise self._error(exc) from None
         if not token:
             return False
-        self.held, self.value, self.fencing_token = True, value, token
+        self.held, self.value, self._value, self.fencing_token = True, value, raw, token
         self.lost_before_release, self._acquired_at = False, time.monotonic()
         return True
 
@@ -168,7 +171,7 @@ class RedisLock(LockBase):
             return False
         for attempt in (1, 2):
             try:
-                return self._redis().get(self._keys[0]) == encode(self.value)
+                return self._redis().get(self._keys[0]) == self._value
             except redis_errors():
                 self._drop()
                 if attempt == 2:
@@ -180,14 +183,16 @@ class RedisLock(LockBase):
         if not self.held or self.value is None:
             return
         self.held = False
-        remaining = self.job.min_hold.total_seconds() - (time.monotonic() - self._acquired_at)
-        ms = int(remaining * 1000)
+        ms = 0
+        if self.job.min_hold:
+            held = time.monotonic() - self._acquired_at
+            ms = int((self.job.min_hold.total_seconds() - held) * 1000)
         for attempt in (1, 2):  # a dropped connection is reopened once; both are idempotent
             try:
                 if ms > 0:
-                    done = self._scripts_run("keep", [encode(self.value), ms])
+                    done = self._scripts_run("keep", [self._value, ms])
                 else:
-                    done = self._scripts_run("release", [encode(self.value)])
+                    done = self._scripts_run("release", [self._value])
             except redis_errors() as exc:
                 self._drop()
                 if attempt == 2:
@@ -197,8 +202,9 @@ class RedisLock(LockBase):
                 return
 
     def _scripts_run(self, name: str, args: list[Any]) -> int:
-        self._redis()
-        return int(self._scripts[name](keys=[self._keys[0], self._keys[2]], args=args))
+        if self._client is None:
+            self._redis()
+        return int(self._scripts[name](keys=self._release_keys, args=args))
 
     def reusable(self) -> bool:
         """Released cleanly (the key was still ours): fit for another attempt."""
