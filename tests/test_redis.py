@@ -270,3 +270,48 @@ def test_redis_url_password_is_masked() -> None:
     url = parse_url("rediss://default:s3cr%40t@cache.example:6380/1")
     assert url.dialect == "redis" and url.password == "s3cr@t" and url.port == 6380
     assert "s3cr" not in url.masked and url.masked.startswith("rediss://default:***@")
+
+
+RUNNER_ACL = "+get +set +incr +pexpire +del +evalsha +script|load"
+VIEWER_ACL = "+scan +get +pttl"
+RELEASER_ACL = "+scan +get +pttl +del +eval"
+
+
+def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: str) -> None:
+    """The README's ACL lines are enough: run, list and release with nothing more."""
+    keys = "~job-lock:* ~lockconsole:*"
+    users = {}
+    for role, acl in (("run", RUNNER_ACL), ("view", VIEWER_ACL), ("release", RELEASER_ACL)):
+        name = f"lc_{role}_{uid}"
+        client.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", *keys.split(),
+                               *acl.split())  # fmt: skip
+        host = redis_url.split("://", 1)[1]
+        users[role] = Database("cache", parse_url(f"redis://{name}:pw@{host}"),
+                               scan_prefixes=("job-lock:",))  # fmt: skip
+    try:
+        job = _job(uid, min_hold=timedelta(minutes=1))
+        with RedisLock(job, users["run"], owner="a") as lock:
+            assert lock.acquire() and lock.still_held() and lock.fencing_token
+            lock.release()  # lockAtLeastFor: PEXPIRE
+        client.script_flush()  # the runner loads the scripts again itself
+        with RedisLock(_job(uid + "b"), users["run"], owner="a") as lock:
+            assert lock.acquire()
+            lock.release()  # DEL
+        viewer = RedisInspector(users["view"])
+        try:
+            [seen] = [h for h in viewer.holders([job]).holders if h.job == job.name]
+            assert seen.fencing_token and seen.lock_until is not None
+        finally:
+            viewer.close()
+        releaser = RedisInspector(users["release"])
+        audit = AuditLog(Database("audit", parse_url(f"sqlite:///{_tmp_db(uid)}")))
+        try:
+            assert releaser.release(seen, actor=ACTOR, audit=audit).status == "released"
+        finally:
+            audit.close()
+            releaser.close()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            RedisInspector(users["view"])._redis().delete("job-lock:default:x")
+    finally:
+        for role in users:
+            client.execute_command("ACL", "DELUSER", f"lc_{role}_{uid}")
