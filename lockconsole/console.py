@@ -359,7 +359,7 @@ class Console(DuplicatesMixin, WaitsMixin):
         if holder is None:
             return None
         who = holder.instance or holder.application_name or holder.locked_by or "?"
-        pid = f"pid {holder.pid}" if holder.pid else "lease"
+        pid = f"pid {holder.pid}" if holder.pid else holder.kind
         return f"held by {who} ({pid})"
 
     def _db(self, job: str) -> Database:

@@ -315,3 +315,19 @@ def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: 
     finally:
         for role in users:
             client.execute_command("ACL", "DELUSER", f"lc_{role}_{uid}")
+
+
+def test_release_modal_text_shows_the_exact_value_literally() -> None:
+    from rich.console import Console as RichConsole
+
+    from lockconsole.tui.confirm import holder_details, release_target
+    from lockconsole.views import Holder
+
+    value = "[bold red]ADDED:x@[/]host:[link=file:///]u"
+    holder = Holder("cache", "redis", "job-lock:default:[i]n[/i]", "name", True, "SCAN job-lock:*",
+                    locked_by="[b]host", value=value)  # fmt: skip
+    assert value in release_target(holder) and "[i]n[/i]" in release_target(holder)
+    out = RichConsole(width=400, record=True, color_system=None)
+    out.print(holder_details(holder))
+    text = out.export_text()
+    assert value in text and "job-lock:default:[i]n[/i]" in text and "[b]host" in text
