@@ -50,8 +50,14 @@ def run() -> list[Row]:
     url, u = redis_url(), uid()
     prefix = f"lockconsole-bench:{u}:"
     db = Database("cache", parse_url(url))
-    job = Job("bench", "cache", "redis", LockKey("name", "cycle"),
-              max_duration=timedelta(milliseconds=MS), redis_prefix=prefix)  # fmt: skip
+    job = Job(
+        "bench",
+        "cache",
+        "redis",
+        LockKey("name", "cycle"),
+        max_duration=timedelta(milliseconds=MS),
+        redis_prefix=prefix,
+    )
     lock = RedisLock(job, db, owner="bench")
     raw = redis.Redis.from_url(url)
     release = raw.register_script(RELEASE)
@@ -68,8 +74,10 @@ def run() -> list[Row]:
         release(keys=[raw_key, note], args=[value])
 
     per_block = max(1, CYCLES // BLOCKS)
-    sides = {"lockconsole": lambda: _per_cycle(lc_cycle, per_block),
-             "raw": lambda: _per_cycle(raw_cycle, per_block)}  # fmt: skip
+    sides = {
+        "lockconsole": lambda: _per_cycle(lc_cycle, per_block),
+        "raw": lambda: _per_cycle(raw_cycle, per_block),
+    }
     try:
         for fn in sides.values():  # warm up: script loading, connections
             fn()
@@ -83,8 +91,16 @@ def run() -> list[Row]:
             raw.delete(key)
         raw.close()
     note_text = "acquire (SET NX PX + fencing INCR, one script) + compare-and-delete"
-    return [Row("lock cycle redis", got["lockconsole"] * 1e3, got["raw"] * 1e3, "ms",
-                target=TARGET, note=note_text)]  # fmt: skip
+    return [
+        Row(
+            "lock cycle redis",
+            got["lockconsole"] * 1e3,
+            got["raw"] * 1e3,
+            "ms",
+            target=TARGET,
+            note=note_text,
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ def ledger_problem(databases: Mapping[str, Database], ledger: str | None) -> str
         return f"{ledger!r} is a Redis database: the ledger needs PostgreSQL, MySQL or SQLite"
     redis = sorted(n for n, d in databases.items() if d.url.dialect == "redis")
     if redis and ledger is None:
-        return (f"missing: Redis database {redis[0]!r} keeps no ledger or audit; name a SQL "
-                "database here (ledger_database = \"...\")")  # fmt: skip
+        return (
+            f"missing: Redis database {redis[0]!r} keeps no ledger or audit; name a SQL "
+            'database here (ledger_database = "...")'
+        )
     return None

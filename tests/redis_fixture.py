@@ -48,9 +48,23 @@ class RedisServer:
         self.start()
 
     def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", str(self.folder), "--daemonize", "no",
-                "--logfile", str(self.folder / "redis.log")]  # fmt: skip
+        args = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.folder / "redis.log"),
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not self._answers():
@@ -109,10 +123,18 @@ def private_redis_fixture(tmp_path: Path) -> Iterator[RedisServer]:
 
 def redis_job_config(ledger_url: str, redis_url: str, job: str, **extra: object) -> str:
     """A config with a SQL ledger and one redis job on `redis_url`."""
-    lines = ["[lockconsole]", 'ledger_database = "ledger"', "[databases.ledger]",
-             f'url = "{ledger_url}"', "[databases.cache]", f'url = "{redis_url}"',
-             f"[jobs.{job}]", 'database = "cache"', 'strategy = "redis"',
-             'schedule = "0 2 * * *"']  # fmt: skip
+    lines = [
+        "[lockconsole]",
+        'ledger_database = "ledger"',
+        "[databases.ledger]",
+        f'url = "{ledger_url}"',
+        "[databases.cache]",
+        f'url = "{redis_url}"',
+        f"[jobs.{job}]",
+        'database = "cache"',
+        'strategy = "redis"',
+        'schedule = "0 2 * * *"',
+    ]
     for k, v in extra.items():
         lines.append(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}")
     return "\n".join(lines) + "\n"

@@ -62,8 +62,10 @@ class RedisInspector:
         if self._client is None:
             limits = {}
             if self.timeouts is not None:
-                limits = {"connect_timeout": self.timeouts.connect,
-                          "read_timeout": self.timeouts.statement}  # fmt: skip
+                limits = {
+                    "connect_timeout": self.timeouts.connect,
+                    "read_timeout": self.timeouts.statement,
+                }
             self._client = client_for(self.database.url, **limits)
         return self._client
 
@@ -118,8 +120,9 @@ class RedisInspector:
             if batch:
                 yield batch
 
-    def _read(self, keys: list[bytes], mapped: dict[str, str], source: str
-              ) -> tuple[list[Holder], int]:  # fmt: skip
+    def _read(
+        self, keys: list[bytes], mapped: dict[str, str], source: str
+    ) -> tuple[list[Holder], int]:
         """The holders of `keys` (one pipeline), and how many keys were not strings."""
         pipe = self._redis().pipeline(transaction=False)
         for key in keys:
@@ -140,12 +143,24 @@ class RedisInspector:
             key, text = decode(raw_key), decode(value)
             host, added = parse_shedlock_value(text)
             until = now + timedelta(milliseconds=ttl) if isinstance(ttl, int) and ttl >= 0 else None
-            out.append(Holder(
-                database=self.database.name, kind="redis", key=key, key_kind="name",
-                granted=True, source=source, job=mapped.get(key), held_since=added,
-                state="held", state_since=added, lock_until=until, locked_by=host,
-                fencing_token=_token(note, text), value=text,
-            ))  # fmt: skip
+            out.append(
+                Holder(
+                    database=self.database.name,
+                    kind="redis",
+                    key=key,
+                    key_kind="name",
+                    granted=True,
+                    source=source,
+                    job=mapped.get(key),
+                    held_since=added,
+                    state="held",
+                    state_since=added,
+                    lock_until=until,
+                    locked_by=host,
+                    fencing_token=_token(note, text),
+                    value=text,
+                )
+            )
         return out, skipped
 
     def release(self, holder: Holder, *, actor: Actor, audit: AuditLog) -> ReleaseResult:
@@ -161,9 +176,12 @@ class RedisInspector:
             return ReleaseResult("error", str(exc), holder)
         try:
             done = self._redis().eval(
-                RELEASE, 2, encode(holder.key), encode(TOKEN_PREFIX + holder.key),
+                RELEASE,
+                2,
+                encode(holder.key),
+                encode(TOKEN_PREFIX + holder.key),
                 encode(holder.value),
-            )  # fmt: skip
+            )
         except redis_errors() as exc:
             self.close()
             message = f"deleting {target} failed: {self._describe(exc)}"
@@ -174,8 +192,10 @@ class RedisInspector:
             status, message = "released", f"{target} deleted; another instance can take it now"
         else:
             status = "holder_changed"
-            message = (f"holder changed: redis key {holder.key!r} no longer holds "
-                       f"{holder.value!r}; nothing was done")  # fmt: skip
+            message = (
+                f"holder changed: redis key {holder.key!r} no longer holds "
+                f"{holder.value!r}; nothing was done"
+            )
         audit.finish(entry, status, message)
         return ReleaseResult(status, message, holder)
 

@@ -81,8 +81,12 @@ def shedlock_value(host: str, now: datetime | None = None) -> str:
     return f"ADDED:{stamp[:-6]}Z@{host}:{uuid.uuid4()}"
 
 
-def client_for(url: DatabaseURL, *, connect_timeout: float = CONNECT_TIMEOUT,
-               read_timeout: float = READ_TIMEOUT) -> Any:  # fmt: skip
+def client_for(
+    url: DatabaseURL,
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    read_timeout: float = READ_TIMEOUT,
+) -> Any:
     """A redis-py client for `url` (bytes in and out, every wait bounded)."""
     try:
         import redis
@@ -92,9 +96,11 @@ def client_for(url: DatabaseURL, *, connect_timeout: float = CONNECT_TIMEOUT,
             "pip install 'lockconsole[redis]'"
         ) from None
     return redis.Redis.from_url(
-        url.raw, socket_connect_timeout=connect_timeout, socket_timeout=read_timeout,
+        url.raw,
+        socket_connect_timeout=connect_timeout,
+        socket_timeout=read_timeout,
         decode_responses=False,
-    )  # fmt: skip
+    )
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
@@ -132,14 +138,8 @@ class RedisLock(LockBase):
     def _redis(self) -> Any:
         if self._client is None:
             self._client = client_for(self.database.url)
-            self._scripts = {
-                name: self._client.register_script(text)
-                for name, text in (
-                    ("acquire", ACQUIRE),
-                    ("release", RELEASE),
-                    ("keep", KEEP_UNTIL),
-                )  # fmt: skip
-            }
+            scripts = {"acquire": ACQUIRE, "release": RELEASE, "keep": KEEP_UNTIL}
+            self._scripts = {k: self._client.register_script(v) for k, v in scripts.items()}
         return self._client
 
     def _error(self, exc: BaseException) -> DatabaseError:  # type: ignore[override]

@@ -24,8 +24,9 @@ REPORT = Path(__file__).with_name("last_soak_redis.txt")
 HEAD_START = 10.0  # seconds for 8 workers to start on a busy machine before the first slot
 
 
-def inject_faults(fleet: Fleet, client: redis.Redis, key: str, stop: threading.Event,
-                  done: dict[str, int]) -> None:  # fmt: skip
+def inject_faults(
+    fleet: Fleet, client: redis.Redis, key: str, stop: threading.Event, done: dict[str, int]
+) -> None:
     rng = random.Random(2121)
     while not stop.wait(rng.uniform(0.4, 1.2)):
         if rng.random() < 0.5:
@@ -40,13 +41,26 @@ def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:  # type:
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
     config = tmp_path / "lockconsole.toml"
-    config.write_text("\n".join([
-        "[lockconsole]", 'ledger_database = "main"',
-        "[databases.main]", f"url = {json.dumps(pg_url)}",
-        "[databases.cache]", f"url = {json.dumps(redis_url)}",
-        f"[jobs.{job}]", 'database = "cache"', 'strategy = "redis"', 'schedule = "* * * * *"',
-        "watchdog_interval = 0.05", 'max_duration = "1.5s"',
-    ]) + "\n", encoding="utf-8")  # fmt: skip
+    config.write_text(
+        "\n".join(
+            [
+                "[lockconsole]",
+                'ledger_database = "main"',
+                "[databases.main]",
+                f"url = {json.dumps(pg_url)}",
+                "[databases.cache]",
+                f"url = {json.dumps(redis_url)}",
+                f"[jobs.{job}]",
+                'database = "cache"',
+                'strategy = "redis"',
+                'schedule = "* * * * *"',
+                "watchdog_interval = 0.05",
+                'max_duration = "1.5s"',
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     client = redis.Redis.from_url(redis_url)
     started = time.monotonic()
     fleet = Fleet(config, job, table, time.time() + HEAD_START)
@@ -77,8 +91,15 @@ def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:  # type:
         attempts = by_slot.get(slot, [])
         ran = [r for r in attempts if r.outcome != "skipped"]
         ok = [r for r in ran if r.outcome == "succeeded"]
-        kind = ("missed" if not ok else "double" if len(ok) > 1
-                else "exactly-one" if len(ran) == 1 else "takeover")  # fmt: skip
+        kind = (
+            "missed"
+            if not ok
+            else "double"
+            if len(ok) > 1
+            else "exactly-one"
+            if len(ran) == 1
+            else "takeover"
+        )
         counts[kind] += 1
         counts["accounted"] += bool(attempts)
         counts["lock_lost"] += any(r.outcome == "lock_lost" for r in ran)
@@ -86,12 +107,14 @@ def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:  # type:
             assert per_slot[slot.isoformat()] == set(range(TENANTS)), slot
             assert all(r.fencing_token for r in ok), "every redis acquisition has a token"
     dupes = duplicate_invoices(rows)
-    text = (f"redis soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in "
-            f"{elapsed:.0f} s; faults: {faults['key deleted']} key deleted, "
-            f"{faults['kill -9']} kill -9\n"
-            f"exactly-one {counts['exactly-one']}, takeover {counts['takeover']}, double "
-            f"{counts['double']}, missed {counts['missed']}, lock_lost {counts['lock_lost']}, "
-            f"duplicate invoices {dupes}, accounted {counts['accounted']}/{SLOTS}")  # fmt: skip
+    text = (
+        f"redis soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in "
+        f"{elapsed:.0f} s; faults: {faults['key deleted']} key deleted, "
+        f"{faults['kill -9']} kill -9\n"
+        f"exactly-one {counts['exactly-one']}, takeover {counts['takeover']}, double "
+        f"{counts['double']}, missed {counts['missed']}, lock_lost {counts['lock_lost']}, "
+        f"duplicate invoices {dupes}, accounted {counts['accounted']}/{SLOTS}"
+    )
     print("\n" + text)
     REPORT.write_text(text + "\n", encoding="utf-8")
     assert dupes == 0
