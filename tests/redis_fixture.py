@@ -105,8 +105,11 @@ def redis_server_fixture() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="session", name="redis_url")
-def redis_url_fixture(redis_server: RedisServer) -> str:
-    return os.environ.get("LOCKCONSOLE_TEST_REDIS_URL") or redis_server.url
+def redis_url_fixture(request: pytest.FixtureRequest) -> str:
+    """$LOCKCONSOLE_TEST_REDIS_URL, else the session's private server (started on first use)."""
+    return (
+        os.environ.get("LOCKCONSOLE_TEST_REDIS_URL") or request.getfixturevalue("redis_server").url
+    )
 
 
 @pytest.fixture(name="private_redis")
