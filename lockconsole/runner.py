@@ -99,7 +99,8 @@ def _logfmt(value: object) -> str:
     return text
 
 
-_SELF_HOLDING = ("lease", "redis")  # their lock store keeps min_hold itself
+# their store keeps min_hold; a lock can expire there after the watchdog's last look: finish checks
+_SELF_HOLDING = ("lease", "redis")
 
 
 @dataclass
@@ -192,7 +193,7 @@ class Attempt:
             return self.run
         if self._watch is not None:
             self._watch.stop()  # returns once no check (or its on_lock_lost) is running
-        if self._was_lost():
+        if self._was_lost() or (self.job.strategy in _SELF_HOLDING and not self.lock.still_held()):
             outcome, message = "lock_lost", message or "lock or its connection went away"
         assert self.lock is not None
         clean = False

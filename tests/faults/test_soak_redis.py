@@ -21,13 +21,15 @@ from test_soak import BASE, INSTANCES, PERIOD, SLOTS, TENANTS, Fleet
 from fault_helpers import create_invoices, duplicate_invoices, invoices, runs_of
 
 REPORT = Path(__file__).with_name("last_soak_redis.txt")
-HEAD_START = 10.0  # seconds for 8 workers to start on a busy machine before the first slot
+HEAD_START = 15.0  # seconds for 8 workers to start on a busy machine before the first slot
 
 
 def inject_faults(
     fleet: Fleet, client: redis.Redis, key: str, stop: threading.Event, done: dict[str, int]
 ) -> None:
     rng = random.Random(2121)
+    if stop.wait(HEAD_START):  # no faults while the fleet starts: slots begin after HEAD_START
+        return
     while not stop.wait(rng.uniform(0.4, 1.2)):
         if rng.random() < 0.5:
             if client.delete(key):  # the holder's watchdog finds its value gone: lock_lost
