@@ -15,8 +15,8 @@ import traceback
 
 from .common import RESULTS, Row, ensure_databases, table, write_results
 
-FIGURES = ("lock_cycle", "cold_start", "contention", "snapshot", "duplicates", "console",
-           "ledger", "lock_loss")  # fmt: skip
+FIGURES = ("lock_cycle", "redis_cycle", "cold_start", "contention", "snapshot", "duplicates",
+           "console", "ledger", "lock_loss")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from . import keys
+from . import config_redis, keys
 from .config_checks import (  # noqa: F401  (re-exported: public names of this module)
     IDENTIFIER,
     JOB_NAME,
@@ -49,14 +49,15 @@ STRATEGY_DIALECTS = {
     "pg-xact": ("postgresql",),
     "mysql": ("mysql",),
     "lease": ("postgresql", "mysql", "sqlite"),
+    "redis": ("redis",),
 }
 _TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
 _SETTINGS_KEYS = {"ledger_database", "instance"}
-_DATABASE_KEYS = {"url"}
+_DATABASE_KEYS = {"url", "scan_prefixes"}
 _JOB_KEYS = {
     "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
     "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot",
-    "watchdog_interval", "stop_grace", "allow_pooler",
+    "watchdog_interval", "stop_grace", "allow_pooler", "redis_prefix",
 }  # fmt: skip
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 
@@ -189,6 +190,8 @@ class _Builder:
                 "ledger_database",
                 f"no database named {ledger!r} (databases: {known})",
             )
+        if problem := config_redis.ledger_problem(databases, ledger):
+            raise self.error(("lockconsole",), "ledger_database", problem)
         instance = settings.get("instance")
         if instance is not None and (not isinstance(instance, str) or not instance.strip()):
             raise self.error(("lockconsole",), "instance", "must be a non-empty string")
@@ -219,7 +222,11 @@ class _Builder:
                 url = parse_url(expand_env(spec["url"], self.environ))
             except ValueError as exc:
                 raise self.error(where, "url", str(exc)) from None
-            out[name] = Database(name, url)
+            try:
+                prefixes = config_redis.scan_prefixes(spec.get("scan_prefixes", ["job-lock:"]))
+            except ValueError as exc:
+                raise self.error(where, "scan_prefixes", str(exc)) from None
+            out[name] = Database(name, url, prefixes if url.dialect == "redis" else ())
         return out
 
     def job(self, name: str, raw: object, databases: dict[str, Database]) -> Job:
@@ -316,7 +323,7 @@ class _Builder:
         min_hold = durations.get("min_hold", timedelta(0))
         if max_duration is not None and max_duration <= timedelta(0):
             raise field_error("max_duration", "must be longer than zero")
-        if strategy == "lease" and max_duration is None:
+        if strategy in ("lease", "redis") and max_duration is None:
             max_duration = timedelta(hours=1)
         if max_duration is not None and min_hold > max_duration:
             raise field_error(
@@ -337,6 +344,11 @@ class _Builder:
         if not isinstance(allow_pooler, bool):
             raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
         lease_table = spec.get("lease_table", "shedlock")
+        redis_prefix = spec.get("redis_prefix", "job-lock:default:")
+        try:
+            config_redis.check_prefix(redis_prefix)
+        except ValueError as exc:
+            raise field_error("redis_prefix", str(exc)) from None
         try:
             check_identifier(lease_table)
         except ValueError as exc:
@@ -351,7 +363,7 @@ class _Builder:
             timezone=timezone, command=command, callable=target, max_duration=max_duration,
             min_hold=min_hold, idempotency=idempotency, lease_table=lease_table,
             once_per_slot=once, watchdog_interval=numbers["watchdog_interval"],
-            stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler,
+            stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler, redis_prefix=redis_prefix,
         )  # fmt: skip
 
     def field_error(self, where: tuple[str, ...]):

@@ -175,7 +175,7 @@ class Console(DuplicatesMixin, WaitsMixin):
         database = self.config.databases[holder.database]
         table = holder.source if holder.kind == "lease" else None
         inspector = self._inspector(database.name, table)
-        audit = AuditLog(database)
+        audit = AuditLog(self._sql_home(database))
         try:
             return inspector.release(holder, actor=self.actor, audit=audit)
         finally:
@@ -254,7 +254,7 @@ class Console(DuplicatesMixin, WaitsMixin):
         """(database, lease table or None) for every place where holders can be seen."""
         targets: set[tuple[str, str | None]] = set()
         for db in self.config.databases.values():
-            if db.url.dialect in ("postgresql", "mysql"):
+            if db.url.dialect in ("postgresql", "mysql", "redis"):
                 targets.add((db.name, None))
         for job in self.config.jobs.values():
             if job.strategy == "lease":
@@ -374,11 +374,17 @@ class Console(DuplicatesMixin, WaitsMixin):
         if holder is None:
             return None
         who = holder.instance or holder.application_name or holder.locked_by or "?"
-        pid = f"pid {holder.pid}" if holder.pid else "lease"
+        pid = f"pid {holder.pid}" if holder.pid else holder.kind
         return f"held by {who} ({pid})"
 
     def _db(self, job: str) -> Database:
-        return self.config.database_for(self.config.job(job))
+        return self._sql_home(self.config.database_for(self.config.job(job)))
+
+    def _sql_home(self, db: Database) -> Database:
+        """Where `db`'s audit and idempotency tables live: Redis has none, the ledger's SQL has."""
+        if db.url.dialect == "redis" and self.config.ledger_database:
+            return self.config.databases[self.config.ledger_database]
+        return db
 
     def _error_text(self, db_name: str, exc: BaseException) -> str:
         db = self.config.databases.get(db_name)

@@ -160,6 +160,10 @@ def open_inspector(database: Database, table: str | None, timeouts: Timeouts) ->
         from .backends.lease_inspect import LeaseInspector
 
         return LeaseInspector(database, table, timeouts=timeouts)
+    if database.url.dialect == "redis":
+        from .backends.redis_inspect import RedisInspector
+
+        return RedisInspector(database, timeouts=timeouts)
     if database.url.dialect == "postgresql":
         from .backends.pg_inspect import PgInspector
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-Strategy = Literal["pg-session", "pg-xact", "mysql", "lease"]
-STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease")
-Dialect = Literal["postgresql", "mysql", "sqlite"]
+Strategy = Literal["pg-session", "pg-xact", "mysql", "lease", "redis"]
+STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis")
+Dialect = Literal["postgresql", "mysql", "sqlite", "redis"]
 Outcome = Literal["skipped", "acquired", "succeeded", "failed", "lock_lost"]
 Trigger = Literal["scheduled", "manual"]
 _V = TypeVar("_V")
@@ -63,6 +63,7 @@ class DatabaseURL:
 class Database:
     name: str
     url: DatabaseURL
+    scan_prefixes: tuple[str, ...] = ()  # Redis: key prefixes whose keys are listed as holders
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Job:
     watchdog_interval: float = 5.0
     stop_grace: float = 10.0
     allow_pooler: bool = False  # pg-session: run even behind a transaction-mode pooler
+    redis_prefix: str = "job-lock:default:"  # redis: ShedLock's job-lock:<environment>:
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,10 @@ def _logfmt(value: object) -> str:
     return text
 
 
+# their store keeps min_hold; a lock can expire there after the watchdog's last look: finish checks
+_SELF_HOLDING = ("lease", "redis")
+
+
 @dataclass
 class Attempt:
     """One attempt in progress: its ledger row, and while acquired, the lock and its watchdog."""
@@ -259,8 +263,8 @@ class Attempt:
                           message=note)  # fmt: skip
 
     def _hold_min(self, outcome: str) -> None:
-        """Keep an advisory lock for min_hold (leases do it in the row), unless it was lost."""
-        if not self.job.min_hold or self.job.strategy == "lease" or outcome == "lock_lost":
+        """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""
+        if not self.job.min_hold or self.job.strategy in _SELF_HOLDING or outcome == "lock_lost":
             return
         if self._acquired_at is None:
             return

@@ -59,7 +59,7 @@ def session_key(job: Job, database: Database, ledger_database: Database, instanc
     """Everything that decides which lock a session takes and where it records."""
     return (
         job.name, job.strategy, job.key.kind, str(job.key), job.lease_table, job.allow_pooler,
-        database.url.raw, ledger_database.url.raw, instance,
+        job.redis_prefix, database.url.raw, ledger_database.url.raw, instance,
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ FINISHED = frozenset({"succeeded", "failed", "lock_lost"})
 SETTLE = timedelta(seconds=2)  # a run finished this recently may be mid-release: not stale yet
 CONNECT_SLACK = timedelta(seconds=30)  # started_at is stamped before the lock session connects
 LEASE_SLACK = timedelta(seconds=1)  # clock slack when telling a min_hold lease from a stuck one
+EXPIRING = ("lease", "redis")  # held until a stored expiry (a lease row, a Redis key's TTL)
 ORPHANED = "held by a PgBouncer server connection whose client is gone"
 
 
@@ -45,14 +46,14 @@ def format_duration(value: timedelta) -> str:
 
 def _ours(holder: Holder, runs: list[Run]) -> Run | None:
     """The latest ledger run (of the holder's job) that took this holder's lock, if any."""
-    if holder.kind == "lease":
+    if holder.kind in EXPIRING:
         if holder.fencing_token is not None:
             found = [r for r in runs if r.fencing_token == holder.fencing_token]
-        else:
+        else:  # a lease's owner is the run's instance; a Redis value names the run's host
             found = [
                 r
                 for r in runs
-                if r.instance == holder.locked_by
+                if (r.host if holder.kind == "redis" else r.instance) == holder.locked_by
                 and (holder.held_since is None or r.started_at <= holder.held_since + SETTLE)
             ]
     elif holder.pid is None:
@@ -77,7 +78,7 @@ def _after(run: Run, backend_start: datetime | None) -> bool:
 
 def _held_since(holder: Holder, run: Run | None) -> datetime | None:
     """Since when the lock is held: a lease's locked_at, our run's start, else xact_start."""
-    if holder.kind == "lease" and holder.held_since is not None:
+    if holder.kind in EXPIRING and holder.held_since is not None:
         return holder.held_since
     if run is not None:
         return run.started_at
@@ -100,7 +101,7 @@ def _finished_reason(holder: Holder, job: Job, run: Run, now: datetime) -> str |
         return None
     if now - run.finished_at < SETTLE:
         return None
-    if holder.kind == "lease" and holder.lock_until is not None:
+    if holder.kind in EXPIRING and holder.lock_until is not None:
         locked_at = holder.held_since or run.started_at
         if holder.lock_until <= locked_at + job.min_hold + LEASE_SLACK:
             return None  # released: the lease keeps its min_hold (lockAtLeastFor)
@@ -138,6 +139,11 @@ def stale_reasons(
             reasons.append(f"{holder.state} for {format_duration(idle)}{why}")
     if holder.pid is not None and holder.pid in orphaned_pids:
         reasons.append(ORPHANED)
+    if holder.kind == "redis" and limit is not None and holder.lock_until is not None:
+        ttl = holder.lock_until - now
+        if ttl > 2 * limit:  # far past anything the job's own SET PX max_duration gives
+            reasons.append(f"expires in {format_duration(ttl)}, far past max_duration "
+                           f"{format_duration(limit)}")  # fmt: skip
     if job is not None and run is not None:
         finished = _finished_reason(holder, job, run, now)
         if finished:

@@ -17,6 +17,8 @@ _SCHEMES = {
     "mysql+pymysql": "mysql",
     "mariadb+pymysql": "mysql",
     "sqlite": "sqlite",
+    "redis": "redis",  # redis:// and rediss:// (TLS): the redis strategy's lock store
+    "rediss": "redis",
 }
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -73,7 +75,7 @@ def expand_env(text: str, environ: dict[str, str] | None = None) -> str:
 
 
 def parse_url(raw: str) -> DatabaseURL:
-    """Parse a postgresql://, mysql:// or sqlite:/// URL; ValueError names what is wrong."""
+    """Parse a postgresql://, mysql://, sqlite:/// or redis(s):// URL; ValueError says why not."""
     if not isinstance(raw, str) or not raw.strip():
         raise ValueError("a database URL must be a non-empty string")
     scheme, sep, _ = raw.partition("://")
@@ -82,7 +84,8 @@ def parse_url(raw: str) -> DatabaseURL:
     dialect = _SCHEMES.get(scheme.lower())
     if dialect is None:
         raise ValueError(
-            f"unsupported URL scheme {scheme!r} (expected postgresql://, mysql:// or sqlite:///)"
+            f"unsupported URL scheme {scheme!r} "
+            "(expected postgresql://, mysql://, sqlite:///, redis:// or rediss://)"
         )
     if dialect == "sqlite":
         path = raw.split("://", 1)[1]

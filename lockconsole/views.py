@@ -13,7 +13,7 @@ from typing import Literal
 
 from .models import Job, Run
 
-HolderKind = Literal["advisory", "user_lock", "lease"]
+HolderKind = Literal["advisory", "user_lock", "lease", "redis"]
 AlertKind = Literal[
     "double_run",
     "missed",
@@ -55,6 +55,7 @@ class Holder:
     lock_until: datetime | None = None  # leases
     locked_by: str | None = None  # leases
     fencing_token: int | None = None  # leases
+    value: str | None = None  # redis: the key's value as read (force-release compares it)
     instance: str | None = None  # from the ledger, for our own runs
     run_id: int | None = None
     hidden: str | None = None  # what privileges hide, and which privilege would reveal it

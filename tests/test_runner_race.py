@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from redis_fixture import redis_job_config, redis_server_fixture, redis_url_fixture  # noqa: F401
 
 from conftest import PYTHON
 from runner_helpers import MARK_AND_SLEEP, lockconsole, pg_job_config, runs_of
@@ -17,6 +18,7 @@ STRATEGIES = [
     ("lease", "pg"),
     ("lease", "mysql"),
     ("lease", "sqlite"),
+    ("redis", "redis"),
 ]
 
 
@@ -27,6 +29,8 @@ def url_for(request, tmp_path: Path):  # type: ignore[no-untyped-def]
             return request.getfixturevalue("pg_url")
         if kind == "mysql":
             return request.getfixturevalue("mysql_url")
+        if kind == "redis":
+            return request.getfixturevalue("redis_url")
         return f"sqlite:///{tmp_path / 'lease.db'}"
 
     return pick
@@ -35,7 +39,12 @@ def url_for(request, tmp_path: Path):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("strategy", "db"), STRATEGIES, ids=[f"{s}-{d}" for s, d in STRATEGIES])
 def test_three_instances_one_runs(strategy, db, url_for, uid, write_config, cli_env, tmp_path):
     job = f"nightly_billing_{uid}"
-    config = write_config(pg_job_config(url_for(db), job, strategy, lease_table=f"shedlock_{uid}"))
+    if strategy == "redis":  # the ledger stays in SQL
+        config = write_config(redis_job_config(url_for("pg"), url_for(db), job))
+    else:
+        config = write_config(
+            pg_job_config(url_for(db), job, strategy, lease_table=f"shedlock_{uid}")
+        )
     marks = tmp_path / "marks"
     procs = [
         lockconsole(config, "run", job, "--instance", f"web-{i}", "--json", "--",
@@ -56,7 +65,7 @@ def test_three_instances_one_runs(strategy, db, url_for, uid, write_config, cli_
     assert {r.instance for r in runs} == {"web-1", "web-2", "web-3"}
     winner = next(r for r in runs if r.outcome == "succeeded")
     assert winner.exit_code == 0 and winner.finished_at is not None
-    if strategy == "lease":
+    if strategy in ("lease", "redis"):
         assert winner.fencing_token and winner.fencing_token >= 1
     else:
         assert winner.session_id, "the holder's backend pid / connection id is recorded"

@@ -111,4 +111,8 @@ def open_lock(job: Job, database: Database, *, instance: str, application_name: 
         from .lease import LeaseLock
 
         return LeaseLock(job, database, owner=instance)
+    if job.strategy == "redis":
+        from .redis_lock import RedisLock
+
+        return RedisLock(job, database, owner=instance)
     raise ValueError(f"unknown strategy {job.strategy!r}")

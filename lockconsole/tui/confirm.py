@@ -85,6 +85,8 @@ def release_target(holder: Holder) -> str:
     """One line saying exactly what a force-release ends."""
     if holder.kind == "lease":
         return f"Expire lease {holder.key!r} held by {holder.locked_by or '?'}"
+    if holder.kind == "redis":
+        return f"Delete Redis key {holder.key!r} if it still holds {holder.value!r}"
     if holder.kind == "user_lock":
         return f"Kill MySQL connection {holder.pid} on {holder.database}"
     return f"Terminate PostgreSQL backend pid {holder.pid} on {holder.database}"
@@ -108,6 +110,12 @@ def holder_details(holder: Holder) -> Table:
         add("locked by", holder.locked_by)
         add("fencing token", holder.fencing_token)
         add("lock until", holder.lock_until)
+    elif holder.kind == "redis":  # the exact value: the release compares it
+        add("redis key", holder.key)
+        add("value", holder.value)
+        add("host", holder.locked_by)
+        add("fencing token", holder.fencing_token)
+        add("expires", holder.lock_until or "never (no TTL)")
     else:
         add("key", f"{holder.key} ({holder.kind}, {holder.key_kind})")
         add("pid", holder.pid)
