@@ -25,7 +25,7 @@ HEAVY = ("textual", "rich", "sqlalchemy")
 RAW = "import psycopg; psycopg.connect({url!r}).execute('select pg_try_advisory_lock(1)')"
 IN_PROCESS = """
 import json, sys
-from lockconsole.cli import main
+from lockconsole.cli.main import main
 code = main(sys.argv[1:])
 print(json.dumps({"exit": code, "heavy": [m for m in %r if m in sys.modules]}))
 """

@@ -87,7 +87,7 @@ def uid() -> str:
 
 def config(text: str) -> Any:
     """A lockconsole Config from TOML text (checked like a file)."""
-    from lockconsole.config import parse_config
+    from lockconsole.config.loader import parse_config
 
     return parse_config(text, "<bench>")
 

@@ -49,11 +49,11 @@ def _churned(holders: list[Any], round_no: int) -> list[Any]:
 
 async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
-    from lockconsole.tui.holder_rows import layout
-    from lockconsole.tui.holders_view import HoldersView
     from lockconsole.tui.messages import SnapshotLoaded
     from lockconsole.tui.sample import SampleConsole
     from lockconsole.tui.state import carry_over
+    from lockconsole.tui.widgets.holder_rows import layout
+    from lockconsole.tui.widgets.holders import HoldersView
 
     facade = SampleConsole(holders=holders)
     started = time.perf_counter()
@@ -165,7 +165,7 @@ def run() -> list[Row]:
 
 
 def _fallback_holders() -> list[Any]:
-    from lockconsole.views import Holder
+    from lockconsole.model.views import Holder
 
     return [Holder(database="billing", kind="advisory", key=str(100_000 + i), key_kind="int64",
                    granted=True, source="pg_locks", pid=20_000 + i % 50, state="idle")

@@ -33,7 +33,7 @@ START_MARGIN = 0.3  # seconds between "everyone is ready" and the start
 
 def _lockconsole_racer(cfg: Any, job_name: str, slot: datetime, index: int, ready: Any,
                        start: Any, go: Any, done: Any, out: Any) -> None:  # fmt: skip
-    from lockconsole.runner import begin
+    from lockconsole.engine.runner import begin
 
     job = cfg.job(job_name)
     ready.put(index)
@@ -96,7 +96,7 @@ def race(target: Any, args: tuple[Any, ...], processes: int) -> tuple[int, list[
 
 
 def run() -> list[Row]:
-    import lockconsole.runner  # noqa: F401 - imported before the fork, as a warm process has it
+    import lockconsole.engine.runner  # noqa: F401 - imported before the fork, as a warm process has it
 
     u = uid()
     job = f"bench_race_{u}"

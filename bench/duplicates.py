@@ -36,7 +36,7 @@ def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if side == "lockconsole":
     from bench.duplicates import spec_and_engine
-    from lockconsole.duplicates import groups
+    from lockconsole.backends.duplicates import groups
     spec, engine = spec_and_engine(url, run_column=False)
     engine.connect().close()
     before = peak()
@@ -52,7 +52,7 @@ print(json.dumps({"growth_mb": peak() - before, "groups": found}))
 
 def spec_and_engine(url: str, *, run_column: bool) -> tuple[object, object]:
     from lockconsole.backends.sa import engine_for
-    from lockconsole.models import Idempotency
+    from lockconsole.model.jobs import Idempotency
 
     db = config(f'[databases.main]\nurl = "{url}"\n').databases["main"]
     spec = Idempotency(TABLE, ("tenant_id", "period"), "run_id" if run_column else None)
@@ -99,7 +99,7 @@ def rss_growth(side: str) -> dict[str, float]:
 
 
 def run() -> list[Row]:
-    from lockconsole.duplicates import groups
+    from lockconsole.backends.duplicates import groups
 
     built = ensure_table()
     print(f"duplicates: {built}", file=sys.stderr)

@@ -35,7 +35,7 @@ RETURNING id"""
 
 def attempts(u: str, count: int, start: datetime) -> list[Any]:
     """`count` attempts: jobs x slots x instances, one acquired-then-succeeded, two skipped."""
-    from lockconsole.models import Run
+    from lockconsole.model.jobs import Run
 
     host, pid = socket.gethostname(), os.getpid()
     out = []
@@ -57,8 +57,8 @@ def attempts(u: str, count: int, start: datetime) -> list[Any]:
 
 
 def run() -> list[Row]:
-    from lockconsole.ledger import Ledger
-    from lockconsole.reports import slot_reports
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.console.reports import slot_reports
 
     u = uid()
     raw_table = f"bench_raw_runs_{u}"

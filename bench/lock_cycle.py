@@ -137,8 +137,8 @@ class RawLock:
                       "token": self.params["token"]}  # fmt: skip
             conn.execute(LEASE_CHECK.format(t=self.table), params).fetchone()
         else:
-            from lockconsole import sqlfiles
-            from lockconsole.keys import pg_locks_identity
+            from lockconsole.backends import sqlfiles
+            from lockconsole.model.keys import pg_locks_identity
 
             ident = dict(zip(("classid", "objid", "objsubid"), pg_locks_identity(self.job.key),
                              strict=True))  # fmt: skip

@@ -43,9 +43,9 @@ def _per_cycle(fn: Any, n: int) -> float:
 def run() -> list[Row]:
     import redis
 
-    from lockconsole.backends.redis_lock import RELEASE, RedisLock
-    from lockconsole.models import Database, Job, LockKey
-    from lockconsole.urls import parse_url
+    from lockconsole.backends.redis.lock import RELEASE, RedisLock
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database, Job, LockKey
 
     url, u = redis_url(), uid()
     prefix = f"lockconsole-bench:{u}:"

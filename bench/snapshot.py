@@ -48,7 +48,7 @@ ORDER BY l.database, keyspace, key, key1, key2, l.granted DESC, l.waitstart NULL
 
 def _parts(console: Any, snap: Any) -> str:
     """Where the rest of a snapshot goes: the ledger read and mark_stale, timed alone."""
-    from lockconsole.stale import mark_stale
+    from lockconsole.console.stale import mark_stale
 
     jobs = list(console.config.jobs.values())
     runs = list(snap.runs)
@@ -81,7 +81,7 @@ def _idle_budget(wanted: int) -> int:
 
 
 def run() -> list[Row]:
-    from lockconsole.console import Console
+    from lockconsole.console.facade import Console
 
     job = f"bench_snapshot_{uid()}"
     cfg = config(f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'

@@ -12,12 +12,12 @@ __version__ = "0.1.0"
 __all__ = ["run_once", "__version__"]
 
 if TYPE_CHECKING:
-    from .api import run_once
+    from lockconsole.api import run_once
 
 
 def __getattr__(name: str) -> Any:
     if name == "run_once":
-        from .api import run_once
+        from lockconsole.api import run_once
 
         return run_once
     raise AttributeError(name)

@@ -20,7 +20,7 @@ SIGINT and SIGTERM that arrive while the lock is taken or given back are held un
 is done (a SIGINT while connecting ends the connect at once), then delivered as usual.
 
 Repeated attempts in one process reuse their lock and ledger connections
-(`lockconsole.sessions`): a connection is kept between attempts only after a clean release,
+(`lockconsole.engine.sessions`): a connection is kept between attempts only after a clean release,
 never while it holds a lock. `reuse_connections=False` opens and closes both per attempt.
 """
 
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from .config import Config, load_config, parse_config
-from .models import Database, Job, Trigger
+from lockconsole.config.loader import Config, load_config, parse_config
+from lockconsole.model.jobs import Database, Job, Trigger
 
 
 class run_once:  # noqa: N801 - reads as a verb at the call site
@@ -75,9 +75,9 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         return config, job, config.database_for(job), config.ledger_for(job)
 
     def __enter__(self) -> Any:
-        from .runner import begin, default_instance
-        from .sessions import REGISTRY
-        from .stopping import Stop, holding_signals
+        from lockconsole.engine.runner import begin, default_instance
+        from lockconsole.engine.sessions import REGISTRY
+        from lockconsole.engine.stopping import Stop, holding_signals
 
         config, job, database, ledger_db = self._resolve()
         instance = self.instance or default_instance(config.instance)
@@ -91,7 +91,7 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         return self.attempt
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        from .stopping import holding_signals
+        from lockconsole.engine.stopping import holding_signals
 
         attempt = self.attempt
         if attempt is None or not attempt.acquired:

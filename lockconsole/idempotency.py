@@ -62,7 +62,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .config import check_identifier
+from lockconsole.config.loader import check_identifier
 
 MYSQL_DUP_ENTRY = 1062
 CLIENT_FOUND_ROWS = 2  # pymysql.constants.CLIENT.FOUND_ROWS

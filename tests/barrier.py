@@ -1,4 +1,4 @@
-"""Test side of lockconsole.faultpoints: pause a real process at a named instant, then let go."""
+"""Test side of lockconsole.engine.faultpoints: pause a real process at a named instant."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def mysql_url() -> str:
     """A reachable MySQL/MariaDB URL, or a skip with the reason (a failure under CI=true)."""
     import pymysql
 
-    from lockconsole.urls import parse_url
+    from lockconsole.config.urls import parse_url
 
     u = parse_url(MYSQL_URL)
     try:
@@ -148,7 +148,7 @@ def pg_conn(pg_url: str) -> Iterator[object]:
 def mysql_conn(mysql_url: str) -> Iterator[object]:
     import pymysql
 
-    from lockconsole.urls import parse_url
+    from lockconsole.config.urls import parse_url
 
     u = parse_url(mysql_url)
     conn = pymysql.connect(
@@ -171,8 +171,8 @@ def dialect_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def empty_registry() -> Iterator[None]:
-    """No kept run_once sessions before or after the test (lockconsole.sessions.REGISTRY)."""
-    from lockconsole.sessions import REGISTRY
+    """No kept run_once sessions before or after the test (lockconsole.engine.sessions.REGISTRY)."""
+    from lockconsole.engine.sessions import REGISTRY
 
     REGISTRY.close_all()
     yield

@@ -95,7 +95,7 @@ async def until(pilot: Any, check: Callable[[], Any], timeout: float = DEADLINE,
 
 def config_for(url: str, job: str, strategy: str = "pg-session", extra: str = "") -> Any:
     """A parsed config with one database `main` and one job on it (cron 02:00, fast watchdog)."""
-    from lockconsole.config import parse_config
+    from lockconsole.config.loader import parse_config
 
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'

@@ -87,7 +87,7 @@ def toml_string(text: str) -> str:
 
 
 def _mysql_locks(stack: ExitStack, mysql_url: str, strings: list[str], uid: str) -> list[str]:
-    from lockconsole.urls import parse_url
+    from lockconsole.config.urls import parse_url
 
     u = parse_url(mysql_url)
     names = mysql_names(strings, uid)
@@ -106,11 +106,11 @@ def _mysql_locks(stack: ExitStack, mysql_url: str, strings: list[str], uid: str)
 def hostile_world(pg_url: str, mysql_url: str, uid: str, folder: Path, *,
                   benign: bool = False) -> Iterator[World]:  # fmt: skip
     """Every place filled with the corpus (or plain strings); closed and dropped on exit."""
-    from lockconsole.backends.lease_table import lease_table
+    from lockconsole.backends.lease.table import lease_table
+    from lockconsole.backends.ledger.store import Ledger
     from lockconsole.backends.sa import engine_for
-    from lockconsole.ledger import Ledger
-    from lockconsole.models import Database, Run
-    from lockconsole.urls import parse_url
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database, Run
 
     strings = [f"plain text {i}" for i in range(len(corpus()))] if benign else [
         t for _, t, _ in corpus()]  # fmt: skip
@@ -216,7 +216,7 @@ command = ["true"]
 
 
 def _forget_runs(pg_url: str, job: str) -> None:
-    from lockconsole.ledger_schema import TABLE
+    from lockconsole.backends.ledger.schema import TABLE
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"delete from {TABLE} where job = %s", (job,))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
 
 from conftest import CI
 

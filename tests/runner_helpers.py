@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lockconsole.config import load_config
-from lockconsole.ledger import Ledger
-from lockconsole.models import Run
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config
+from lockconsole.model.jobs import Run
 
 # A job body that leaves a mark per real run, so a test can count runs, not claims.
 MARK_AND_SLEEP = (

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.ledger import Ledger
+from lockconsole.backends.ledger.store import Ledger
 
 from helpers import config_for
 

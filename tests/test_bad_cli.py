@@ -39,11 +39,11 @@ def own_db(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
     """A database of the test's own, with a ledger and an audit table that have rows."""
     import psycopg
 
-    from lockconsole.audit import Actor, AuditLog
-    from lockconsole.ledger import Ledger
-    from lockconsole.models import Database, Run
-    from lockconsole.slots import utcnow
-    from lockconsole.urls import parse_url
+    from lockconsole.backends.audit import Actor, AuditLog
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database, Run
+    from lockconsole.model.slots import utcnow
 
     name = f"lockconsole_badcli_{uid}"
     pg_conn.execute(f'create database "{name}"')

@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from lockconsole.config import parse_config
-from lockconsole.console import Console
+from lockconsole.config.loader import parse_config
+from lockconsole.console.facade import Console
 
 ROWS = 200_000  # a few hundred bytes of Python objects each, were they all fetched
 
@@ -79,11 +79,14 @@ def test_every_release_attempt_goes_to_the_log_as_well_as_the_audit_table(
     try:
         holder.execute("select pg_advisory_lock(%s)", (config.job(job).key.value,))
         pid = holder.info.backend_pid
-        with Console(config) as console, caplog.at_level(logging.INFO, "lockconsole.audit"):
+        with (
+            Console(config) as console,
+            caplog.at_level(logging.INFO, "lockconsole.backends.audit"),
+        ):
             (h,) = [h for h in console.snapshot().holders if h.job == job]
             result = console.release(h)
         assert result.status == "released", result
-        lines = [r.getMessage() for r in caplog.records if r.name == "lockconsole.audit"]
+        lines = [r.getMessage() for r in caplog.records if r.name == "lockconsole.backends.audit"]
         attempted = [line for line in lines if "result=attempted" in line and f"pid {pid}" in line]
         assert len(attempted) == 1, lines
         entry_id = attempted[0].split("audit id=")[1].split()[0]

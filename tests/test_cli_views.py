@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psycopg
 
-from lockconsole.keys import name_to_int64
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
+from lockconsole.model.keys import name_to_int64
 
 from helpers import unavailable, wait_for
 from runner_helpers import lockconsole

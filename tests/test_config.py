@@ -16,10 +16,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from lockconsole import keys
-from lockconsole.config import find_config, parse_config, parse_duration
-from lockconsole.errors import ConfigError
-from lockconsole.models import LockKey
+from lockconsole.config.loader import find_config, parse_config, parse_duration
+from lockconsole.model import keys
+from lockconsole.model.errors import ConfigError
+from lockconsole.model.jobs import LockKey
 
 from conftest import PYTHON
 from helpers import unavailable
@@ -389,7 +389,7 @@ def _job_name(text: str) -> str | None:
 
 
 def _has_run_subcommand() -> bool:
-    from lockconsole.cli import build_parser
+    from lockconsole.cli.main import build_parser
 
     parser = build_parser()
     for action in parser._actions:

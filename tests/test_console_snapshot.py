@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from lockconsole import console as console_module
-from lockconsole.config import parse_config
-from lockconsole.console import Console
-from lockconsole.stale import mark_stale
-from lockconsole.views import Holder
+from lockconsole.config.loader import parse_config
+from lockconsole.console import facade as console_module
+from lockconsole.console.facade import Console
+from lockconsole.console.stale import mark_stale
+from lockconsole.model.views import Holder
 
 
 def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]

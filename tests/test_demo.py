@@ -72,10 +72,10 @@ def _left_behind(state: Path, pids: list[int]) -> list[str]:
 
 @pytest.mark.slow
 def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    from lockconsole import duplicates
-    from lockconsole.config import load_config
-    from lockconsole.console import Console
-    from lockconsole.ledger import Ledger
+    from lockconsole.backends import duplicates
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.loader import load_config
+    from lockconsole.console.facade import Console
 
     state = tmp_path / "state"
     argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--json",
@@ -191,7 +191,7 @@ def test_demo_usage_errors_start_nothing(tmp_path: Path, args: list[str], messag
 def test_demo_config_keeps_a_mysql_password_off_the_screen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lockconsole.config import load_config
+    from lockconsole.config.loader import load_config
     from lockconsole.demo.scenario import MYSQL_URL_ENV, config_text
 
     monkeypatch.setenv(MYSQL_URL_ENV, "restored after the test")

@@ -29,12 +29,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from lockconsole import duplicates
+from lockconsole.backends import duplicates
 from lockconsole.backends.sa import engine_for
-from lockconsole.config import parse_config
-from lockconsole.errors import ConfigError, DatabaseError
-from lockconsole.models import Database, Idempotency
-from lockconsole.urls import parse_url
+from lockconsole.config.loader import parse_config
+from lockconsole.config.urls import parse_url
+from lockconsole.model.errors import ConfigError, DatabaseError
+from lockconsole.model.jobs import Database, Idempotency
 
 TRIPLED = range(1, 121)  # tenants charged three times in 2026-11, by runs 2, 3 and 4
 PAIRED = range(1, 31)  # tenants charged twice in 2026-12, both by run 5 (a retry loop)

@@ -12,14 +12,14 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.audit import AuditLog
 from lockconsole.backends import open_lock
-from lockconsole.config import Config, parse_config
-from lockconsole.console import Console
-from lockconsole.errors import LockconsoleError
-from lockconsole.ledger import Ledger
-from lockconsole.models import Database
-from lockconsole.urls import parse_url
+from lockconsole.backends.audit import AuditLog
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import Config, parse_config
+from lockconsole.config.urls import parse_url
+from lockconsole.console.facade import Console
+from lockconsole.model.errors import LockconsoleError
+from lockconsole.model.jobs import Database
 
 
 @pytest.fixture

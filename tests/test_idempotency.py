@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from lockconsole.backends.sa import engine_for
+from lockconsole.config.urls import parse_url
 from lockconsole.idempotency import claim, unique_key_ddl
-from lockconsole.urls import parse_url
 
 ROOT = Path(__file__).resolve().parent.parent
 DIALECTS = ["postgresql", "mysql", "sqlite"]
@@ -237,7 +237,7 @@ WORKER = textwrap.dedent(
     """
     import json, sqlite3, sys
     from lockconsole.idempotency import claim
-    from lockconsole.urls import parse_url
+    from lockconsole.config.urls import parse_url
 
     url, table, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     u = parse_url(url)

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from lockconsole import keys
-from lockconsole.models import LockKey
+from lockconsole.model import keys
+from lockconsole.model.jobs import LockKey
 
 # FACTS.md 1.2: measured (classid, objid) of single bigint keys in pg_locks
 PG_LOCKS_TABLE = [

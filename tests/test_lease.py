@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect, make_url, text
 
-from lockconsole.backends.lease import LeaseLock
-from lockconsole.backends.lease_table import lease_table
+from lockconsole.backends.lease.lock import LeaseLock
+from lockconsole.backends.lease.table import lease_table
 from lockconsole.backends.sa import engine_for
-from lockconsole.errors import DatabaseError
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Job, LockKey
 
 from helpers import wait_for
 
@@ -308,7 +308,9 @@ def test_simultaneous_acquire_has_exactly_one_winner(env: Env, locks: Any, state
             env.sql(f"DELETE FROM {env.table}")
         time.sleep(0.4)
     ctx = multiprocessing.get_context("forkserver")  # no inherited sockets; imports paid once
-    ctx.set_forkserver_preload(["sqlalchemy", "psycopg", "pymysql", "lockconsole.backends.lease"])
+    ctx.set_forkserver_preload(
+        ["sqlalchemy", "psycopg", "pymysql", "lockconsole.backends.lease.lock"]
+    )
     contenders = 8
     barrier, out = ctx.Barrier(contenders), ctx.Queue()
     procs = [

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select
 
-from lockconsole.audit import Actor, AuditLog
-from lockconsole.backends.lease import LeaseLock
-from lockconsole.backends.lease_inspect import LeaseInspector
-from lockconsole.backends.lease_table import lease_table
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.lease.inspect import LeaseInspector
+from lockconsole.backends.lease.lock import LeaseLock
+from lockconsole.backends.lease.table import lease_table
 from lockconsole.backends.sa import engine_for
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
+from lockconsole.model.jobs import Database, Job, LockKey
 
 ACTOR = Actor("tester", "testhost")
 

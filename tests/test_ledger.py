@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from lockconsole.errors import DatabaseError
-from lockconsole.ledger import MAX_MESSAGE, TABLE, Ledger
-from lockconsole.models import Database, Run
-from lockconsole.urls import parse_url
+from lockconsole.backends.ledger.store import MAX_MESSAGE, TABLE, Ledger
+from lockconsole.config.urls import parse_url
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Run
 
 from helpers import wait_for
 
@@ -296,10 +296,10 @@ HOT_PATH = textwrap.dedent(
     """
     import sys
     from datetime import UTC, datetime
-    import lockconsole.ledger
-    from lockconsole.ledger import Ledger
-    from lockconsole.models import Database, Run
-    from lockconsole.urls import parse_url
+    import lockconsole.backends.ledger.store
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Database, Run
+    from lockconsole.config.urls import parse_url
 
     now = datetime.now(UTC)
     with Ledger(Database("main", parse_url(sys.argv[1]))) as ledger:

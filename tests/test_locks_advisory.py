@@ -13,12 +13,18 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from lockconsole.backends.mysql import MysqlLock
-from lockconsole.backends.postgres import TCP_GIVE_UP, PgSessionLock, PgXactLock
-from lockconsole.config import parse_config
-from lockconsole.errors import DatabaseError
-from lockconsole.keys import INT64_MAX, INT64_MIN, name_to_int64, pg_locks_identity, split_int64
-from lockconsole.models import Database, Job, LockKey
+from lockconsole.backends.mysql.lock import MysqlLock
+from lockconsole.backends.postgres.lock import TCP_GIVE_UP, PgSessionLock, PgXactLock
+from lockconsole.config.loader import parse_config
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Job, LockKey
+from lockconsole.model.keys import (
+    INT64_MAX,
+    INT64_MIN,
+    name_to_int64,
+    pg_locks_identity,
+    split_int64,
+)
 
 from helpers import eventually, unavailable
 

@@ -12,11 +12,11 @@ from typing import Any
 import pymysql
 import pytest
 
-from lockconsole.audit import Actor, AuditLog
-from lockconsole.backends.mysql_inspect import SOURCE_NAMES, MysqlInspector
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.urls import parse_url
-from lockconsole.views import Holder
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.mysql.inspect import SOURCE_NAMES, MysqlInspector
+from lockconsole.config.urls import parse_url
+from lockconsole.model.jobs import Database, Job, LockKey
+from lockconsole.model.views import Holder
 
 from helpers import eventually, unavailable
 

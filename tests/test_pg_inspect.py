@@ -11,12 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from lockconsole.audit import Actor, AuditLog
-from lockconsole.backends.pg_inspect import PgInspector, hidden_message
-from lockconsole.errors import DatabaseError
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.urls import parse_url
-from lockconsole.views import Holder
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.postgres.inspect import PgInspector, hidden_message
+from lockconsole.config.urls import parse_url
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Job, LockKey
+from lockconsole.model.views import Holder
 
 from helpers import wait_for
 

@@ -10,17 +10,17 @@ import psycopg
 import pytest
 from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
 
-from lockconsole.audit import Actor, AuditLog
-from lockconsole.backends.pg_inspect import PgInspector
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.pooler import (
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.postgres.inspect import PgInspector
+from lockconsole.backends.postgres.pooler import (
     PoolerInfo,
     _probe_admin,
     detect_pooler,
     orphaned_server_pids,
     pooler_warnings,
 )
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
+from lockconsole.model.jobs import Database, Job, LockKey
 
 ACTOR = Actor("tester", "testhost")
 

@@ -14,8 +14,8 @@ import pytest
 
 from lockconsole import run_once
 from lockconsole.backends.connect import PREPARE_THRESHOLD
-from lockconsole.config import parse_config
-from lockconsole.sessions import REGISTRY
+from lockconsole.config.loader import parse_config
+from lockconsole.engine.sessions import REGISTRY
 
 from helpers import unavailable
 from tcp_proxy import SwitchableProxy

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from lockconsole.config import parse_config
-from lockconsole.console import Console
+from lockconsole.config.loader import parse_config
+from lockconsole.console.facade import Console
 
 PG_GRANTS = {
     "viewer": "in role pg_monitor",  # pg_monitor includes pg_read_all_stats
@@ -26,10 +26,10 @@ def _pg_console(url: str, job: str, key: int) -> Console:
 
 @pytest.fixture
 def pg_accounts(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
-    from lockconsole.audit import AuditLog
-    from lockconsole.ledger import Ledger
-    from lockconsole.models import Database
-    from lockconsole.urls import parse_url
+    from lockconsole.backends.audit import AuditLog
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database
 
     db = Database("main", parse_url(pg_url))
     AuditLog(db)._ensure()

@@ -14,8 +14,8 @@ import psycopg
 import pymysql
 import pytest
 
-from lockconsole.keys import name_to_int64
-from lockconsole.urls import parse_url
+from lockconsole.config.urls import parse_url
+from lockconsole.model.keys import name_to_int64
 
 pytestmark = pytest.mark.mysql
 

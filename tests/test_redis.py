@@ -18,14 +18,14 @@ from redis_fixture import (  # noqa: F401  (the fixtures)
     redis_url_fixture,
 )
 
-from lockconsole import faultpoints
-from lockconsole.audit import Actor, AuditLog
-from lockconsole.backends.redis_inspect import RedisInspector, parse_shedlock_value
-from lockconsole.backends.redis_lock import RedisLock, shedlock_value
-from lockconsole.config import load_config
-from lockconsole.console import Console, ReadOnlyError
-from lockconsole.models import Database, Job, LockKey
-from lockconsole.urls import parse_url
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.redis.inspect import RedisInspector, parse_shedlock_value
+from lockconsole.backends.redis.lock import RedisLock, shedlock_value
+from lockconsole.config.loader import load_config
+from lockconsole.config.urls import parse_url
+from lockconsole.console.facade import Console, ReadOnlyError
+from lockconsole.engine import faultpoints
+from lockconsole.model.jobs import Database, Job, LockKey
 
 from barrier import Barrier
 from conftest import PYTHON
@@ -320,8 +320,8 @@ def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: 
 def test_release_modal_text_shows_the_exact_value_literally() -> None:
     from rich.console import Console as RichConsole
 
-    from lockconsole.tui.confirm import holder_details, release_target
-    from lockconsole.views import Holder
+    from lockconsole.model.views import Holder
+    from lockconsole.tui.screens.confirm import holder_details, release_target
 
     value = "[bold red]ADDED:x@[/]host:[link=file:///]u"
     holder = Holder("cache", "redis", "job-lock:default:[i]n[/i]", "name", True, "SCAN job-lock:*",

@@ -21,12 +21,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from lockconsole.config import Config, load_config
-from lockconsole.models import Idempotency, Job, LockKey, Run
-from lockconsole.reports import alerts, firings, format_slot, slot_reports
-from lockconsole.slots import slot_for, utcnow
-from lockconsole.stale import ORPHANED, format_duration, mark_stale
-from lockconsole.views import Holder
+from lockconsole.config.loader import Config, load_config
+from lockconsole.console.reports import alerts, firings, format_slot, slot_reports
+from lockconsole.console.stale import ORPHANED, format_duration, mark_stale
+from lockconsole.model.jobs import Idempotency, Job, LockKey, Run
+from lockconsole.model.slots import slot_for, utcnow
+from lockconsole.model.views import Holder
 
 from conftest import PYTHON
 from helpers import wait_for
@@ -84,7 +84,7 @@ def report_now(config: Path, job: str, **kwargs: Any) -> list[Any]:
 
 def holder_of(conn: Any, config: Config, job: Job) -> tuple[Holder, datetime] | None:
     """The granted holder of `job`'s key (PgInspector, from pg_locks) and the server's now."""
-    from lockconsole.backends.pg_inspect import PgInspector
+    from lockconsole.backends.postgres.inspect import PgInspector
 
     inspector = PgInspector(config.database_for(job))
     try:
@@ -329,7 +329,7 @@ def test_lock_held_past_max_duration_is_stale(setup, cli_env, plain_session):
 
 
 def test_two_runs_without_unique_key_leave_duplicates(setup, cli_env, pg_url, uid, plain_session):
-    from lockconsole.duplicates import summary
+    from lockconsole.backends.duplicates import summary
 
     table = f"invoices_{uid}"
     plain_session.execute(

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from lockconsole.keys import name_to_int64
+from lockconsole.model.keys import name_to_int64
 
 from conftest import PYTHON
 from helpers import wait_for
@@ -202,11 +202,11 @@ def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_en
     """`lockconsole run` (a cron job's cold start) imports no UI, no SQLAlchemy, no console code."""
     job = f"lean_{uid}"
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
-    heavy = ("textual", "rich", "sqlalchemy", "lockconsole.tui", "lockconsole.views",
-             "lockconsole.console", "lockconsole.cli_views", "lockconsole.demo")  # fmt: skip
+    heavy = ("textual", "rich", "sqlalchemy", "lockconsole.tui", "lockconsole.model.views",
+             "lockconsole.console.facade", "lockconsole.cli.views", "lockconsole.demo")  # fmt: skip
     code = (
         "import json, sys\n"
-        "from lockconsole.cli import main\n"
+        "from lockconsole.cli.main import main\n"
         f"code = main(['--config', {str(config)!r}, 'run', {job!r}, '-q', '--', 'true'])\n"
         f"loaded = sorted(m for m in sys.modules if m.startswith({heavy!r}))\n"
         "print(json.dumps({'exit': code, 'loaded': loaded}))\n"

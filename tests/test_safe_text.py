@@ -9,7 +9,8 @@ import sys
 from rich.cells import cell_len
 from rich.text import Text
 
-from lockconsole.safe_text import (
+from lockconsole.config.urls import parse_url, redact
+from lockconsole.text.safe import (
     clean,
     csv_cell,
     data_text,
@@ -19,7 +20,6 @@ from lockconsole.safe_text import (
     printable,
     shown,
 )
-from lockconsole.urls import parse_url, redact
 
 
 def test_controls_and_bidi_become_visible_escapes() -> None:

@@ -17,9 +17,9 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from lockconsole.config import load_config
-from lockconsole.console import Console
-from lockconsole.keys import name_to_int64
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console
+from lockconsole.model.keys import name_to_int64
 from lockconsole.tui.app import LockConsoleApp
 
 ROOT = Path(__file__).resolve().parents[1]

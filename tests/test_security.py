@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from lockconsole.config import load_config
-from lockconsole.console import Console, ReadOnlyError
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console, ReadOnlyError
 
 from conftest import PYTHON
 
@@ -225,9 +225,9 @@ def test_release_without_audit_is_not_performed(
 ) -> None:  # type: ignore[no-untyped-def]
     """An operator account that may terminate backends but cannot write lockconsole_audit:
     `lockconsole release --yes` ends nothing and says why."""
-    from lockconsole.audit import AuditLog
-    from lockconsole.models import Database
-    from lockconsole.urls import parse_url
+    from lockconsole.backends.audit import AuditLog
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database
 
     AuditLog(Database("main", parse_url(pg_url)))._ensure()  # exists, owned by the superuser
     operator, holder_role = f"lc_noaudit_{uid}", f"lc_holder_{uid}"

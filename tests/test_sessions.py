@@ -6,9 +6,9 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.ledger import Ledger
-from lockconsole.runner import begin
-from lockconsole.sessions import REGISTRY, SessionRegistry
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.engine.runner import begin
+from lockconsole.engine.sessions import REGISTRY, SessionRegistry
 
 import helpers
 
@@ -98,7 +98,7 @@ def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):  # type: ignore[no-un
 
 def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
     """Both kept connections killed while idle (a restart, an idle timeout): a new session."""
-    from lockconsole.sessions import session_key
+    from lockconsole.engine.sessions import session_key
 
     job = f"died_{uid}"
     config = config_for(pg_url, job, "pg-session")

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from lockconsole import slots
-from lockconsole.keys import pg_key_for
-from lockconsole.models import Job
+from lockconsole.model import slots
+from lockconsole.model.jobs import Job
+from lockconsole.model.keys import pg_key_for
 
 
 def _job(schedule: str | None, timezone: str = "UTC") -> Job:
@@ -74,7 +74,7 @@ def test_no_schedule_means_the_utc_minute() -> None:
 def test_evolve_matches_dataclasses_replace_and_refuses_unknown_fields() -> None:
     import dataclasses
 
-    from lockconsole.models import Run, evolve
+    from lockconsole.model.jobs import Run, evolve
 
     at = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
     run = Run(job="nightly", slot=at, instance="web-1", host="h", pid=1, trigger="scheduled",

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lockconsole import faultpoints as fp
+from lockconsole.engine import faultpoints as fp
 
 from barrier import Barrier
 from conftest import PYTHON

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from lockconsole import faultpoints as fp
 from lockconsole import run_once
-from lockconsole.config import parse_config
-from lockconsole.execute import run_target
-from lockconsole.ledger import Ledger
-from lockconsole.runner import begin
-from lockconsole.scheduler import EXIT_SLACK, Scheduler
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import parse_config
+from lockconsole.engine import faultpoints as fp
+from lockconsole.engine.execute import run_target
+from lockconsole.engine.runner import begin
+from lockconsole.engine.scheduler import EXIT_SLACK, Scheduler
 
 from conftest import PYTHON
 from stop_helpers import STEPS, pg_lock_holder

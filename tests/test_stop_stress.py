@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lockconsole.config import load_config
-from lockconsole.ledger import Ledger
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config
 
 from runner_helpers import lockconsole
 

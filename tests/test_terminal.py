@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lockconsole.ledger import Ledger
-from lockconsole.models import Database
-from lockconsole.urls import parse_url
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.urls import parse_url
+from lockconsole.model.jobs import Database
 
 from helpers import unavailable, wait_for
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lockconsole.models import DatabaseURL
-from lockconsole.urls import expand_env, mask, parse_url, scrub
+from lockconsole.config.urls import expand_env, mask, parse_url, scrub
+from lockconsole.model.jobs import DatabaseURL
 
 
 def test_parse_postgresql() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from lockconsole.watchdog import WatchdogPool
+from lockconsole.engine.watchdog import WatchdogPool
 
 
 def _wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from ..models import Database, Job
+from lockconsole.model.jobs import Database, Job
 
 
 class Lock(Protocol):
@@ -96,23 +96,23 @@ class LockBase:
 def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:
     """The lock object for `job`'s strategy, connected to `database`."""
     if job.strategy == "pg-session":
-        from .postgres import PgSessionLock
+        from lockconsole.backends.postgres.lock import PgSessionLock
 
         return PgSessionLock(job, database, application_name=application_name)
     if job.strategy == "pg-xact":
-        from .postgres import PgXactLock
+        from lockconsole.backends.postgres.lock import PgXactLock
 
         return PgXactLock(job, database, application_name=application_name)
     if job.strategy == "mysql":
-        from .mysql import MysqlLock
+        from lockconsole.backends.mysql.lock import MysqlLock
 
         return MysqlLock(job, database)
     if job.strategy == "lease":
-        from .lease import LeaseLock
+        from lockconsole.backends.lease.lock import LeaseLock
 
         return LeaseLock(job, database, owner=instance)
     if job.strategy == "redis":
-        from .redis_lock import RedisLock
+        from lockconsole.backends.redis.lock import RedisLock
 
         return RedisLock(job, database, owner=instance)
     raise ValueError(f"unknown strategy {job.strategy!r}")

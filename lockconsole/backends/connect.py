@@ -8,9 +8,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DatabaseError
-from ..models import DatabaseURL
-from ..urls import scrub
+from lockconsole.config.urls import scrub
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import DatabaseURL
 
 CONNECT_TIMEOUT = 10  # seconds
 _UNSUPPORTED_OPTIONS = "unsupported startup parameter"  # PgBouncer without options ignored

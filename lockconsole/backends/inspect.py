@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..audit import Actor, AuditLog
-from ..models import Job
-from ..views import Holder
+from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.model.jobs import Job
+from lockconsole.model.views import Holder
 
 ReleaseStatus = Literal["released", "holder_changed", "denied", "error"]
 

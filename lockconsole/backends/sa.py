@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import DatabaseURL
-from .connect import Timeouts, pg_connect_params
+from lockconsole.backends.connect import Timeouts, pg_connect_params
+from lockconsole.model.jobs import DatabaseURL
 
 _MYSQL_QUERY = ("charset", "unix_socket")
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}

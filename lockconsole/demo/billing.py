@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from ..config import Config, load_config
+from lockconsole.config.loader import Config, load_config
 
 log = logging.getLogger("lockconsole.demo.billing")
 
@@ -51,8 +51,8 @@ def _pace() -> float:
 
 def nightly_billing(attempt: Any) -> None:
     """Charge each renewing tenant once for this night, claim first (see the module doc)."""
-    from ..backends.connect import connect_pg
-    from ..idempotency import claim
+    from lockconsole.backends.connect import connect_pg
+    from lockconsole.idempotency import claim
 
     run = attempt.run
     database = _config().database_for(attempt.job)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import UsageError
-from . import BILLING_JOB, DEFAULT_NIGHT_SECONDS
+from lockconsole.demo import BILLING_JOB, DEFAULT_NIGHT_SECONDS
+from lockconsole.model.errors import UsageError
 
 BILLING_SHARE = 0.25  # the share of a night the billing run takes (the lock is visibly held)
 
@@ -73,7 +73,7 @@ def _uninterrupted() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """The demo, start to finish; the exit code."""
-    from .scenario import night_schedule
+    from lockconsole.demo.scenario import night_schedule
 
     night_schedule(args.night_seconds)  # refuse a bad value before starting anything
     if args.duration is not None and (not (args.headless or args.screenshot) or args.duration <= 0):
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not args.headless:
         raise UsageError("demo: --json goes with --headless")
     say: Callable[[str], None] = _to_stderr if args.json else print
-    from .server import DemoLock, EmbeddedServer, state_dir
+    from lockconsole.demo.server import DemoLock, EmbeddedServer, state_dir
 
     directory = state_dir()
     lock = DemoLock(directory)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             scenario, fleet = _prepare(args, directory, server, say)
             _start_fleet(fleet, scenario, args.night_seconds, say)
             if args.headless:
-                from . import headless
+                from lockconsole.demo import headless
 
                 duration = args.duration or 3 * args.night_seconds
                 return headless.run(scenario, fleet, duration, as_json=args.json, progress=say)
@@ -122,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
 def _prepare(args: argparse.Namespace, directory: Any, server: Any,
              say: Callable[[str], None]) -> tuple[Any, Any]:  # fmt: skip
     """Start the server, build the scenario, write the config; the (not started) fleet."""
-    from ..slots import utcnow
-    from .fleet import Fleet
-    from .scenario import RENEWING, TENANTS, build
+    from lockconsole.demo.fleet import Fleet
+    from lockconsole.demo.scenario import RENEWING, TENANTS, build
+    from lockconsole.model.slots import utcnow
 
     if args.reset:
         server.reset()
@@ -148,7 +148,7 @@ def _prepare(args: argparse.Namespace, directory: Any, server: Any,
 
 def _start_fleet(fleet: Any, scenario: Any, night_seconds: int,
                  say: Callable[[str], None]) -> None:  # fmt: skip
-    from ..slots import utcnow
+    from lockconsole.model.slots import utcnow
 
     fleet.start()
     pids = ", ".join(f"{name} pid {pid}" for name, pid in fleet.pids().items())
@@ -160,7 +160,7 @@ def _start_fleet(fleet: Any, scenario: Any, night_seconds: int,
 
 def _console(scenario: Any, say: Callable[[str], None]) -> int:
     try:
-        from ..tui.app import run_console
+        from lockconsole.tui.app import run_console
     except ImportError as exc:
         say(f"lockconsole demo: the console is not available ({exc}); use --headless, "
             "or `lockconsole --config CONFIG locks` in another terminal")  # fmt: skip
@@ -174,9 +174,9 @@ def _screenshot(scenario: Any, target: str, wait: float, say: Callable[[str], No
     import asyncio
     from pathlib import Path
 
-    from ..config import load_config
-    from ..console import Console
-    from ..tui.app import LockConsoleApp
+    from lockconsole.config.loader import load_config
+    from lockconsole.console.facade import Console
+    from lockconsole.tui.app import LockConsoleApp
 
     say(f"letting the fleet run {wait:g} s before the screenshot ...")
     time.sleep(wait)

@@ -16,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from . import INSTANCES
-from .billing import PACE_ENV
-from .stale import READY
+from lockconsole.demo import INSTANCES
+from lockconsole.demo.billing import PACE_ENV
+from lockconsole.demo.stale import READY
 
 STOP_WAIT = 15.0  # seconds an instance gets to finish its attempt after SIGTERM
 READY_WAIT = 20.0  # seconds the stale holder gets to take its lock

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..console import Console
-from ..ledger import Ledger
-from ..models import Run
-from ..reports import GOT_LOCK
-from ..views import SlotReport, Snapshot
-from . import BILLING_JOB, INSTANCES
-from .fleet import Fleet
-from .scenario import Scenario
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.console.facade import Console
+from lockconsole.console.reports import GOT_LOCK
+from lockconsole.demo import BILLING_JOB, INSTANCES
+from lockconsole.demo.fleet import Fleet
+from lockconsole.demo.scenario import Scenario
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import SlotReport, Snapshot
 
 Write = Callable[[str], None]
 

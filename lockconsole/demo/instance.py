@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from ..slots import utcnow
+from lockconsole.model.slots import utcnow
 
 PARENT_POLL = 1.0  # seconds between checks that the demo is still there
 
@@ -54,8 +54,8 @@ def watch_parent(on_gone: Callable[[], None]) -> threading.Thread:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one instance's scheduler until SIGTERM (or the demo goes away)."""
-    from ..config import load_config
-    from ..scheduler import Scheduler
+    from lockconsole.config.loader import load_config
+    from lockconsole.engine.scheduler import Scheduler
 
     parser = argparse.ArgumentParser(prog="python -m lockconsole.demo.instance")
     parser.add_argument("--config", required=True)

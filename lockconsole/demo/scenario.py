@@ -27,13 +27,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import Config, load_config
-from ..errors import UsageError
-from ..ledger import Ledger
-from ..models import Run
-from ..reports import firings
-from ..runner import SKIP_HELD
-from . import (
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import Config, load_config
+from lockconsole.console.reports import firings
+from lockconsole.demo import (
     BILLING_JOB,
     BILLING_KEY,
     DATABASE,
@@ -42,7 +39,10 @@ from . import (
     REMINDERS_JOB,
     REMINDERS_KEY,
 )
-from .billing import period_for
+from lockconsole.demo.billing import period_for
+from lockconsole.engine.runner import SKIP_HELD
+from lockconsole.model.errors import UsageError
+from lockconsole.model.jobs import Run
 
 TENANTS = 150
 RENEWING = 120  # renew on the 1st: every compressed night
@@ -192,7 +192,7 @@ def _config_url(url: str) -> str:
     """The URL as the config spells it: a password stays in the environment, off the screen."""
     import os
 
-    from ..urls import parse_url
+    from lockconsole.config.urls import parse_url
 
     if parse_url(url).password is None:
         return url
@@ -201,9 +201,9 @@ def _config_url(url: str) -> str:
 
 
 def _check_mysql(url: str) -> None:
-    from ..backends.connect import connect
-    from ..errors import DatabaseError
-    from ..urls import parse_url
+    from lockconsole.backends.connect import connect
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.errors import DatabaseError
 
     try:
         parsed = parse_url(url)

@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import UsageError
+from lockconsole.model.errors import UsageError
 
 log = logging.getLogger("lockconsole.demo")
 

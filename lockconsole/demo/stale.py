@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from . import REMINDERS_JOB
-from .instance import watch_parent
+from lockconsole.demo import REMINDERS_JOB
+from lockconsole.demo.instance import watch_parent
 
 READY = "stale holder ready"
 FAILURE = (
@@ -31,12 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
     import socket
 
-    from ..backends import open_lock
-    from ..config import load_config
-    from ..ledger import Ledger
-    from ..models import Run
-    from ..runner import application_name
-    from ..slots import slot_for, utcnow
+    from lockconsole.backends import open_lock
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.loader import load_config
+    from lockconsole.engine.runner import application_name
+    from lockconsole.model.jobs import Run
+    from lockconsole.model.slots import slot_for, utcnow
 
     parser = argparse.ArgumentParser(prog="python -m lockconsole.demo.stale")
     parser.add_argument("--config", required=True)

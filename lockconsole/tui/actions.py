@@ -12,14 +12,14 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import DataTable, Input, RichLog
 
-from ..views import Holder
-from .bindings import ACTIONS, DASHBOARD, MUTATING, VIEW_KEYS
-from .holders_view import HoldersView
-from .messages import HolderReleased, JobTriggered
-from .tables import selected_key
+from lockconsole.model.views import Holder
+from lockconsole.tui.bindings import ACTIONS, DASHBOARD, MUTATING, VIEW_KEYS
+from lockconsole.tui.messages import HolderReleased, JobTriggered
+from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.tables import selected_key
 
 if TYPE_CHECKING:
-    from .app import LockConsoleApp
+    from lockconsole.tui.app import LockConsoleApp
 
     _Base = LockConsoleApp
 else:
@@ -109,7 +109,7 @@ class ActionsMixin(_Base):
         self.query_one("#log", RichLog).toggle_class("-shown")
 
     def action_help(self) -> None:
-        from .screens.help import HelpScreen
+        from lockconsole.tui.screens.help import HelpScreen
 
         self.push_screen(HelpScreen(self.help_rows()))
 
@@ -134,7 +134,7 @@ class ActionsMixin(_Base):
             self.notify(f"{job} has no [jobs.{job}.idempotency] table to inspect",
                         severity="warning")  # fmt: skip
             return
-        from .screens.duplicates import DuplicatesScreen
+        from lockconsole.tui.screens.duplicates import DuplicatesScreen
 
         self.push_screen(DuplicatesScreen(self.facade, job))
 
@@ -143,7 +143,7 @@ class ActionsMixin(_Base):
         if key is None or key not in self._runs_of:
             self.notify("Select a run in the history pane (3)", severity="warning")
             return
-        from .screens.run_detail import RunDetailScreen
+        from lockconsole.tui.screens.run_detail import RunDetailScreen
 
         run, slot_runs = self._runs_of[key]
         self.push_screen(RunDetailScreen(run, list(slot_runs)))
@@ -159,7 +159,7 @@ class ActionsMixin(_Base):
         if job is None or self.snapshot is None:
             self.notify("No data yet" if job else "Select a job first", severity="warning")
             return
-        from .screens.timeline import TimelineScreen
+        from lockconsole.tui.screens.timeline import TimelineScreen
 
         self.push_screen(TimelineScreen(self.snapshot, job, now=self.clock()))
 
@@ -175,7 +175,7 @@ class ActionsMixin(_Base):
         if any(w.group == "trigger" and w.is_running for w in self.workers):
             self.notify("A trigger is still running; wait for it", severity="warning")
             return
-        from .confirm import ConfirmModal
+        from lockconsole.tui.screens.confirm import ConfirmModal
 
         spec = self.facade.config.jobs.get(job)
         what = " ".join(spec.command) if spec is not None and spec.command else "its callable"
@@ -184,7 +184,7 @@ class ActionsMixin(_Base):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                from ..stopping import Stop
+                from lockconsole.engine.stopping import Stop
 
                 self.log_line(f"trigger {job}: starting")
                 stop = Stop()
@@ -195,7 +195,7 @@ class ActionsMixin(_Base):
 
     @work(thread=True, exclusive=True, group="trigger", exit_on_error=False)
     def _run_trigger(self, job: str, stop: Any) -> None:
-        from ..stopping import Stopped
+        from lockconsole.engine.stopping import Stopped
 
         try:
             run = self.facade.trigger(
@@ -219,7 +219,7 @@ class ActionsMixin(_Base):
 
     async def action_quit(self) -> None:
         """Quit; with a triggered run still going, ask first: stop it, or wait for it."""
-        from .confirm import QuitRunModal
+        from lockconsole.tui.screens.confirm import QuitRunModal
 
         running = getattr(self, "_trigger_run", None)
         if running is None:
@@ -268,7 +268,7 @@ class ActionsMixin(_Base):
         if holder is None:
             self.notify("Select a lock holder in pane 2 first", severity="warning")
             return
-        from .confirm import ReleaseModal
+        from lockconsole.tui.screens.confirm import ReleaseModal
 
         def confirmed(yes: bool | None) -> None:
             if yes:

@@ -23,19 +23,26 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 from textual.worker import Worker, WorkerState
 
-from ..safe_text import fit, shown
-from ..views import Snapshot
-from . import nocolor
-from .actions import ActionsMixin
-from .bindings import app_bindings
-from .fmt import age
-from .holder_rows import GroupBy, HolderRows, layout
-from .holders_view import HoldersView
-from .messages import SnapshotLoaded
-from .palette import ActionsProvider
-from .panes import HISTORY_COLUMNS, JOB_COLUMNS, banner_text, history_rows, job_rows, status_text
-from .state import carry_over, failed_databases
-from .tables import sync_table
+from lockconsole.model.views import Snapshot
+from lockconsole.text.safe import fit, shown
+from lockconsole.text.times import age
+from lockconsole.tui import nocolor
+from lockconsole.tui.actions import ActionsMixin
+from lockconsole.tui.bindings import app_bindings
+from lockconsole.tui.messages import SnapshotLoaded
+from lockconsole.tui.palette import ActionsProvider
+from lockconsole.tui.panes import (
+    HISTORY_COLUMNS,
+    JOB_COLUMNS,
+    banner_text,
+    history_rows,
+    job_rows,
+    status_text,
+)
+from lockconsole.tui.state import carry_over, failed_databases
+from lockconsole.tui.widgets.holder_rows import GroupBy, HolderRows, layout
+from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.tables import sync_table
 
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
@@ -269,8 +276,8 @@ def run_console(config_path: str | None = None, *, read_only: bool = False,
                 config: Any = None, console: Any = None) -> int:  # fmt: skip
     """Open the dashboard on a terminal; returns the exit code."""
     if console is None:
-        from ..config import load_config
-        from ..console import Console
+        from lockconsole.config.loader import load_config
+        from lockconsole.console.facade import Console
 
         config = config or load_config(config_path)
         console = Console(config, read_only=read_only)

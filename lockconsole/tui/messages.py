@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from ..backends.inspect import ReleaseResult
-from ..models import Run
-from ..views import Snapshot
-from .holder_rows import HolderRows
+from lockconsole.backends.inspect import ReleaseResult
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import Snapshot
+from lockconsole.tui.widgets.holder_rows import HolderRows
 
 
 @dataclass

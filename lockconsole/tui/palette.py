@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from .bindings import ACTIONS, DASHBOARD, MUTATING, ConsoleAction
+from lockconsole.tui.bindings import ACTIONS, DASHBOARD, MUTATING, ConsoleAction
 
 
 class ActionsProvider(Provider):

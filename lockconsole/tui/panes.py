@@ -12,10 +12,10 @@ from datetime import datetime
 
 from rich.text import Text
 
-from ..models import Run
-from ..safe_text import fit, shown
-from ..views import JobStatus, SlotReport, Snapshot
-from .fmt import age, duration, seconds, when
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import JobStatus, SlotReport, Snapshot
+from lockconsole.text.safe import fit, shown
+from lockconsole.text.times import age, duration, seconds, when
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
 HISTORY_COLUMNS = ("SLOT", "JOB", "SLOT STATUS", "INSTANCE", "OUTCOME", "TOOK", "MESSAGE")

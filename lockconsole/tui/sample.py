@@ -15,11 +15,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..backends.inspect import ReleaseResult
-from ..config import Config, parse_config
-from ..models import Idempotency, Run
-from ..slots import next_fire
-from ..views import DuplicateGroup, Holder, JobStatus, Snapshot
+from lockconsole.backends.inspect import ReleaseResult
+from lockconsole.config.loader import Config, parse_config
+from lockconsole.model.jobs import Idempotency, Run
+from lockconsole.model.slots import next_fire
+from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, Snapshot
 
 FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -228,7 +228,7 @@ def sample_duplicates() -> list[DuplicateGroup]:
 
 
 def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
-    from ..reports import alerts, slot_reports
+    from lockconsole.console.reports import alerts, slot_reports
 
     config = sample_config()
     jobs = list(config.jobs.values())
@@ -274,7 +274,7 @@ class SampleConsole:
         return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
 
     def release(self, holder: Holder) -> ReleaseResult:
-        from ..console import ReadOnlyError
+        from lockconsole.console.facade import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("force-release refused: the console is in --read-only mode")
@@ -286,7 +286,7 @@ class SampleConsole:
 
     def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
                 instance: str | None = None, stop: Any = None) -> Run:  # fmt: skip
-        from ..console import ReadOnlyError
+        from lockconsole.console.facade import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("trigger refused: the console is in --read-only mode")
@@ -298,12 +298,12 @@ class SampleConsole:
                     trigger="manual")  # fmt: skip
 
     def duplicate_summary(self, job: str) -> Any:
-        from ..duplicates import DuplicateSummary
+        from lockconsole.backends.duplicates import DuplicateSummary
 
         return DuplicateSummary(groups=120, surplus_rows=240, has_unique_key=False)
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
-        from ..duplicates import DuplicatePage
+        from lockconsole.backends.duplicates import DuplicatePage
 
         groups = sample_duplicates()
         chunk = groups[page * page_size : (page + 1) * page_size]

@@ -14,9 +14,9 @@ from typing import Any
 
 from textual.widgets import Input
 
-from .app import LockConsoleApp
-from .holders_view import HoldersView
-from .sample import FROZEN_NOW, SampleConsole
+from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.sample import FROZEN_NOW, SampleConsole
+from lockconsole.tui.widgets.holders import HoldersView
 
 SIZE = (120, 40)
 VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..views import Snapshot
+from lockconsole.model.views import Snapshot
 
 
 def failed_databases(snapshot: Snapshot) -> set[str]:

@@ -25,14 +25,15 @@ from pathlib import Path
 
 from lockconsole.api import run_once
 from lockconsole.backends.connect import connect
-from lockconsole.config import load_config
+from lockconsole.config.loader import load_config
+from lockconsole.engine.runner import exit_code_for
 from lockconsole.idempotency import claim
-from lockconsole.runner import exit_code_for
 
 
 def _skew_clock(seconds: float) -> None:
     """Move the app clock: every utcnow() lockconsole reads is off by `seconds`."""
-    from lockconsole import runner, slots
+    from lockconsole.engine import runner
+    from lockconsole.model import slots
 
     real = slots.utcnow
 

@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from lockconsole.config import load_config
-from lockconsole.ledger import Ledger
-from lockconsole.models import Run
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config
+from lockconsole.model.jobs import Run
 
 from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
 

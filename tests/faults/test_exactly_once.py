@@ -179,9 +179,9 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
     """which -> (URL of a role that may SELECT and INSERT the ledger but not UPDATE it, and may
     use the lease table; the admin URL of the same database). On MariaDB a database of its own:
     every account may do anything in `test`."""
-    from lockconsole.ledger import Ledger
-    from lockconsole.models import Database
-    from lockconsole.urls import parse_url
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database
 
     role, schema = f"lc_ins_{uid}", f"lc_eo_{uid}"
     with mysql_conn.cursor() as cur:

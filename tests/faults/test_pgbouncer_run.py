@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from pgbouncer_fixture import pgbouncer, pgbouncer_session  # noqa: F401  (the fixtures)
 
-from lockconsole.config import load_config
-from lockconsole.console import Console
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console
 
 from fault_helpers import job_config, runs_of, wait_for, worker_env
 

@@ -18,9 +18,9 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lockconsole.config import load_config
-from lockconsole.console import Console
-from lockconsole.reports import overlap_seconds
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console
+from lockconsole.console.reports import overlap_seconds
 
 from fault_helpers import (
     create_invoices,

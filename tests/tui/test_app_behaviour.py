@@ -15,16 +15,16 @@ from typing import Any
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
 
-from lockconsole.config import load_config
-from lockconsole.console import Console
-from lockconsole.keymap import DEFAULT_KEYS
+from lockconsole.config.keymap import DEFAULT_KEYS
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console
+from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.holder_rows import holder_key
-from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
 from lockconsole.tui.screens.help import HelpScreen
-from lockconsole.tui.tables import selected_key
-from lockconsole.views import Snapshot
+from lockconsole.tui.widgets.holder_rows import holder_key
+from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.tables import selected_key
 
 from helpers import settle, sync, until
 
@@ -67,7 +67,7 @@ async def test_keys_from_the_config_file_rebind_by_binding_id(tmp_path: Any) -> 
 
 
 def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
-    """`[keys]` is checked against lockconsole.keymap without loading the UI: the same ids."""
+    """`[keys]` is checked against config.keymap without loading the UI: the same ids."""
     bound = {b.id: b.key for b in LockConsoleApp.BINDINGS if b.id in DEFAULT_KEYS}
     assert bound == DEFAULT_KEYS
 

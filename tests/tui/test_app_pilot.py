@@ -18,14 +18,14 @@ import pymysql
 import pytest
 from textual.widgets import DataTable, Input, RichLog, Static
 
-from lockconsole.config import Config, parse_config
-from lockconsole.console import Console, ReadOnlyError
+from lockconsole.config.loader import Config, parse_config
+from lockconsole.config.urls import parse_url
+from lockconsole.console.facade import Console, ReadOnlyError
+from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.confirm import ConfirmModal, ReleaseModal
-from lockconsole.tui.holders_view import HoldersView
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.urls import parse_url
-from lockconsole.views import Holder
+from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
+from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import settle, sync, unavailable
 from helpers import wait_for as eventually

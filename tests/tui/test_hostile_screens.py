@@ -16,11 +16,11 @@ from hostile import World, cells, hostile_world, raw_controls
 from rich.cells import cell_len
 from textual.widgets import DataTable, RichLog
 
-from lockconsole.config import load_config
-from lockconsole.console import Console
+from lockconsole.config.loader import load_config
+from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.holder_rows import FIELDS, WIDTHS
-from lockconsole.tui.holders_view import HoldersView
+from lockconsole.tui.widgets.holder_rows import FIELDS, WIDTHS
+from lockconsole.tui.widgets.holders import HoldersView
 
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")

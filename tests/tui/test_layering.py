@@ -11,8 +11,9 @@ from conftest import ROOT
 def test_core_and_cli_do_not_import_textual() -> None:
     code = (
         "import sys\n"
-        "import lockconsole, lockconsole.cli, lockconsole.console, lockconsole.runner\n"
-        "lockconsole.cli.build_parser()\n"
+        "import lockconsole, lockconsole.cli.main, lockconsole.console.facade\n"
+        "import lockconsole.engine.runner\n"
+        "lockconsole.cli.main.build_parser()\n"
         "loaded = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
         "print(','.join(loaded))\n"
     )

@@ -11,11 +11,11 @@ from typing import Any
 
 from textual.widgets import DataTable
 
-from lockconsole.config import parse_config
-from lockconsole.console import Console
-from lockconsole.ledger import Ledger
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import parse_config
+from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.confirm import ConfirmModal, QuitRunModal
+from lockconsole.tui.screens.confirm import ConfirmModal, QuitRunModal
 
 from conftest import PYTHON
 from stop_helpers import STEPS, pg_lock_holder

@@ -13,9 +13,9 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from lockconsole.tui.confirm import ReleaseModal
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, sample_snapshot
 from lockconsole.tui.screens import DuplicatesScreen, TimelineScreen
+from lockconsole.tui.screens.confirm import ReleaseModal
 
 from helpers import settle as settle_app
 

@@ -21,8 +21,8 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static
 
-from lockconsole.config import parse_config
-from lockconsole.tui.confirm import ConfirmModal, ReleaseModal
+from lockconsole.config.loader import parse_config
+from lockconsole.model.views import Holder
 from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
 from lockconsole.tui.screens import (
     DuplicatesScreen,
@@ -30,7 +30,7 @@ from lockconsole.tui.screens import (
     RunDetailScreen,
     TimelineScreen,
 )
-from lockconsole.views import Holder
+from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 
 from helpers import settle
 
@@ -220,7 +220,7 @@ def invoices(pg_conn: Any, uid: str) -> Iterator[str]:
 
 
 def pg_console(pg_url: str, table: str) -> Any:
-    from lockconsole.console import Console
+    from lockconsole.console.facade import Console
 
     config = parse_config(textwrap.dedent(f"""
         [databases.main]

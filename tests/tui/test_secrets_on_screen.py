@@ -9,8 +9,8 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from lockconsole.config import parse_config
-from lockconsole.console import Console
+from lockconsole.config.loader import parse_config
+from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.help import HelpScreen
 

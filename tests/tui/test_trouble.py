@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from textual.widgets import Static
 
-from lockconsole.config import Config, parse_config
-from lockconsole.console import Console
-from lockconsole.ledger import Ledger
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import Config, parse_config
+from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.holders_view import HoldersView
+from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import DEADLINE, sync, until
 from tcp_proxy import SwitchableProxy

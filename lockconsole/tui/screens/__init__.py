@@ -5,12 +5,12 @@
     RunDetailScreen(run, slot_runs)               one run in full (modal)
     HelpScreen([(key, description), ...])         every key (modal)
 
-The modals that confirm an action live in lockconsole.tui.confirm.
+The modals that confirm an action live in lockconsole.tui.screens.confirm.
 """
 
-from .duplicates import DuplicatesScreen
-from .help import HelpScreen
-from .run_detail import RunDetailScreen
-from .timeline import TimelineScreen
+from lockconsole.tui.screens.duplicates import DuplicatesScreen
+from lockconsole.tui.screens.help import HelpScreen
+from lockconsole.tui.screens.run_detail import RunDetailScreen
+from lockconsole.tui.screens.timeline import TimelineScreen
 
 __all__ = ["DuplicatesScreen", "HelpScreen", "RunDetailScreen", "TimelineScreen"]

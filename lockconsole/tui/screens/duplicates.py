@@ -23,8 +23,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
-from ...safe_text import data_text, printable_lines, shown
-from ...urls import redact
+from lockconsole.config.urls import redact
+from lockconsole.text.safe import data_text, printable_lines, shown
 
 PAGE_SIZE = 50
 WHAT_FAILED = {

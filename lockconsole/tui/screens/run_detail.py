@@ -15,9 +15,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from ...models import Run
-from ...safe_text import clean, data_text, printable_lines, shown
-from ...urls import redact
+from lockconsole.config.urls import redact
+from lockconsole.model.jobs import Run
+from lockconsole.text.safe import clean, data_text, printable_lines, shown
 
 OUTCOME_STYLES = {
     "succeeded": "#4cb050",

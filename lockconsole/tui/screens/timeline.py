@@ -24,11 +24,11 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from ...models import Run
-from ...reports import GOT_LOCK
-from ...safe_text import clean, pad, shown
-from ...views import Snapshot
-from .run_detail import RunDetailScreen, fmt_duration, fmt_time
+from lockconsole.console.reports import GOT_LOCK
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import Snapshot
+from lockconsole.text.safe import clean, pad, shown
+from lockconsole.tui.screens.run_detail import RunDetailScreen, fmt_duration, fmt_time
 
 MAX_SLOTS = 60
 DETAIL_WIDTH = 400  # terminal cells of the detail line at most (a long message ends in "…")

@@ -1,0 +1,399 @@
+"""The run ledger: every attempt of every job on every instance, in one shared table.
+
+Each attempt is one row of `lockconsole_runs` (a `models.Run`): the instance that tried, the
+slot it tried to run, and what happened (skipped, acquired, then succeeded / failed /
+lock_lost). Two "acquired" or "succeeded" rows for one job and slot are a double run; no such
+row for a slot that should have run is a missed run.
+
+The table is defined once with SQLAlchemy Core (`schema()`) and created on first use with
+`metadata.create_all` on PostgreSQL, MySQL/MariaDB and SQLite. Timestamps are stored as UTC:
+`timestamptz` on PostgreSQL, naive-UTC `DATETIME(6)` on MySQL/MariaDB, and fixed-width text
+`YYYY-MM-DD HH:MM:SS.ffffff` (UTC) on SQLite, so all three keep microseconds and sort
+correctly. The API takes timezone-aware datetimes (a naive one is refused with ValueError)
+and always returns aware UTC datetimes.
+
+The runner's writes (`record`, `finish`, `slot_claim`) go through a raw, autocommit DB-API
+connection with the SQL in `backends/queries/` and do not import SQLAlchemy (that would cost
+a cron job ~200 ms of cold start). Only when a write finds no table does the ledger import
+SQLAlchemy, create the schema, and retry. If the connection dropped between calls (a server
+restart, a killed session) the statement is retried once on a new connection. The report
+reads (`runs`, `slot_runs`) use SQLAlchemy Core.
+
+    with Ledger(database) as ledger:
+        run = ledger.record(Run(job="nightly_billing", slot=slot, ..., outcome="acquired"))
+        ...
+        ledger.finish(run, "succeeded", exit_code=0)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+from lockconsole.backends import sqlfiles
+from lockconsole.backends.connect import connect, first_line, prepare_if_direct
+from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TABLE is public here)
+from lockconsole.backends.ledger.times import from_db, to_db
+from lockconsole.config.urls import redact, scrub
+from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
+from lockconsole.model.jobs import Database, Run, evolve
+
+MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
+OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
+FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
+COLUMNS = (
+    "id", "job", "slot", "instance", "host", "pid", "trigger", "outcome", "started_at",
+    "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
+)  # fmt: skip
+_INSERT_COLUMNS = COLUMNS[1:]  # all but id
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
+_TIME_COLUMNS = ("slot", "started_at", "finished_at")
+# PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
+# sync, lost during read, MariaDB "connection was killed", MySQL 8 inactivity disconnect.
+_MYSQL_GONE = {2006, 2013, 2014, 2055, 1927, 4031}
+# MySQL/MariaDB errors that a retry cannot cure: a privilege is missing (table, column,
+# database, access, or a SUPER-like privilege).
+_MYSQL_DENIED = {1142, 1143, 1044, 1045, 1227, 1370}
+
+
+def truncate(message: str | None) -> str | None:
+    """The message, passwords masked, cut to MAX_MESSAGE characters (keeping start and end)."""
+    if message is None:
+        return message
+    masked = redact(message)
+    if masked != message:
+        message = masked
+    if len(message) <= MAX_MESSAGE:
+        return message
+    head, tail = MAX_MESSAGE // 4, MAX_MESSAGE * 3 // 4
+    cut = len(message) - head - tail
+    return f"{message[:head]}\n… [{cut} characters truncated] …\n{message[-tail:]}"
+
+
+def _row_to_run(row: Any) -> Run:
+    values = dict(zip(COLUMNS, row, strict=True))
+    for name in _TIME_COLUMNS:
+        values[name] = from_db(values[name])
+    return Run(**values)
+
+
+# -- the ledger -----------------------------------------------------------------------------
+
+
+class Ledger:
+    """Write and read the run ledger of one database; close() (or `with`) when done."""
+
+    def __init__(self, database: Database, *, application_name: str = "lockconsole-ledger",
+                 timeouts: Any = None) -> None:  # fmt: skip
+        self.database = database
+        self.timeouts = timeouts  # connect.Timeouts of the reads' engine (the console's), or None
+        self.url = database.url
+        self.dialect: str = database.url.dialect
+        self.application_name = application_name
+        self._conn: Any = None
+        self._borrowed = False  # _conn is another object's (a lock's): close() leaves it open
+        self._engine: Any = None
+        self._schema_checked = False
+        self._ports_seen = False  # the write connection's ports were looked at (insert_run)
+        self._can_finish = False  # an UPDATE of the ledger was allowed (probe_finish_run)
+
+    # connections
+
+    @property
+    def connection(self) -> Any:
+        """The raw autocommit DB-API connection of the writes, opened on first use."""
+        if self._conn is None:
+            self._conn = connect(self.url, application_name=self.application_name)
+            self._ports_seen = False
+        return self._conn
+
+    def borrow(self, conn: Any) -> None:
+        """Write on `conn` (an autocommit connection to this database that another object owns).
+
+        Does nothing when the ledger already has a connection of its own.
+        """
+        if self._conn is None:
+            self._conn, self._borrowed = conn, True
+            self._ports_seen = False
+
+    def reusable(self) -> bool:
+        """True when the write connection is unopened, or open, healthy and idle."""
+        conn = self._conn
+        if conn is None:
+            return True
+        if self._borrowed:
+            return False
+        if self.dialect == "postgresql":
+            idle = conn.pgconn.transaction_status == _IDLE
+            return bool(idle and not (conn.closed or conn.broken))
+        if self.dialect == "mysql":
+            return bool(conn.open)
+        return True
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if self._borrowed:
+            conn, self._borrowed = None, False
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a dead connection is not an error
+                pass
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # writes (raw driver, no SQLAlchemy)
+
+    def record(self, run: Run) -> Run:
+        """Insert one attempt (normally "skipped" or "acquired"); the Run comes back with its id."""
+        if run.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {run.outcome!r} (expected one of {OUTCOMES})")
+        message = truncate(run.message)
+        if message is not run.message:
+            run = evolve(run, message=message)
+        if run.outcome == "acquired" and not self._can_finish:
+            # before a job may run: can this role close the attempt it is about to open?
+            self._execute("probe_finish_run", {}, lambda cur: None)
+            self._can_finish = True
+        fields = run.__dict__
+        params = {name: fields[name] for name in _INSERT_COLUMNS}
+        for name in _TIME_COLUMNS:
+            params[name] = to_db(params[name], self.dialect)
+        if self.dialect == "postgresql":
+            new_id = self._execute("insert_run", params, self._returned_id)
+        else:
+            new_id = self._execute("insert_run", params, lambda cur: cur.lastrowid)
+        return evolve(run, id=int(new_id))
+
+    def _returned_id(self, cur: Any) -> int:
+        """The new row's id; its ports let a direct connection prepare its statements."""
+        new_id, server_port, client_port = cur.fetchone()
+        if not self._ports_seen:
+            self._ports_seen = True
+            prepare_if_direct(cur.connection, server_port, client_port)
+        return int(new_id)
+
+    def finish(
+        self,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None = None,
+        message: str | None = None,
+        finished_at: datetime | None = None,
+    ) -> Run:
+        """Close an attempt that is still "acquired" by its own instance and process.
+
+        Returns the updated Run; raises RunClosedError when the row was no longer open (another
+        instance closed it as abandoned), which this write then leaves as it was.
+        """
+        if run.id is None:
+            raise ValueError("this Run was never recorded (it has no id)")
+        if outcome not in FINAL_OUTCOMES:
+            raise ValueError(f"a run finishes as one of {FINAL_OUTCOMES}, not {outcome!r}")
+        finished_at = finished_at or datetime.now(UTC)
+        message = truncate(message)
+        params = {
+            "id": run.id,
+            "outcome": outcome,
+            "finished_at": to_db(finished_at, self.dialect),
+            "exit_code": exit_code,
+            "message": message,
+            "instance": run.instance,
+            "pid": run.pid,
+        }
+        if self._execute("finish_run", params, lambda cur: cur.rowcount) != 1:
+            raise RunClosedError(
+                f"run {run.id} of {run.job} was already closed by another instance"
+            )
+        return evolve(
+            run,
+            outcome=outcome,  # type: ignore[arg-type]
+            finished_at=finished_at,
+            exit_code=exit_code,
+            message=message,
+        )
+
+    def update(self, query: str, params: dict[str, Any]) -> int:
+        """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
+        values = {k: to_db(v, self.dialect) if isinstance(v, datetime) else v
+                  for k, v in params.items()}  # fmt: skip
+        return int(self._execute(query, values, lambda cur: cur.rowcount))
+
+    def slot_claim(self, job: str, slot: datetime) -> Run | None:
+        """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
+
+        The runner asks this while it holds the lock and refuses to run a slot that has one.
+        Skipped, failed and lock_lost attempts do not claim a slot (a failed slot may be rerun).
+        """
+        params = {"job": job, "slot": to_db(slot, self.dialect)}
+        row = self._execute("select_slot_claims", params, lambda cur: cur.fetchone())
+        return None if row is None else _row_to_run(row)
+
+    # reads (SQLAlchemy Core)
+
+    def runs(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> list[Run]:
+        """Attempts, newest first: of one job or all, started at or after `since`."""
+        from sqlalchemy import select
+
+        _, table = schema()
+        query = select(table)
+        if job is not None:
+            query = query.where(table.c.job == job)
+        if since is not None:
+            to_db(since, self.dialect)  # refuse a naive datetime before asking the server
+            query = query.where(table.c.started_at >= since)
+        query = query.order_by(table.c.started_at.desc(), table.c.id.desc()).limit(int(limit))
+        return self._read(query)
+
+    def slot_runs(self, job: str, slot: datetime) -> list[Run]:
+        """Every attempt of `job` at `slot`, oldest first: who skipped, who ran, how it ended."""
+        from sqlalchemy import select
+
+        _, table = schema()
+        to_db(slot, self.dialect)
+        query = (
+            select(table)
+            .where(table.c.job == job, table.c.slot == slot)
+            .order_by(table.c.started_at, table.c.id)
+        )
+        return self._read(query)
+
+    def create_schema(self) -> None:
+        """Create the ledger table and its indexes if they are missing (imports SQLAlchemy)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        metadata, _ = schema()
+        try:
+            with self._sa_engine().begin() as conn:
+                metadata.create_all(conn, checkfirst=True)
+        except SQLAlchemyError as exc:
+            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+        self._schema_checked = True
+
+    # internals
+
+    def _sa_engine(self) -> Any:
+        if self._engine is None:
+            from lockconsole.backends.sa import engine_for
+
+            self._engine = engine_for(self.url, pool_pre_ping=True, timeouts=self.timeouts,
+                                      application_name=self.application_name)  # fmt: skip
+            if self.dialect == "postgresql":  # the reads' sessions carry our application_name
+                from sqlalchemy import event
+
+                event.listen(self._engine, "do_connect", self._name_connection)
+        return self._engine
+
+    def _name_connection(self, dialect: Any, record: Any, args: Any, params: Any) -> None:
+        params.setdefault("application_name", self.application_name)
+
+    def _read(self, query: Any) -> list[Run]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not self._schema_checked:
+            self.create_schema()
+        try:
+            with self._sa_engine().connect() as conn:
+                rows = conn.execute(query).mappings().all()
+        except SQLAlchemyError as exc:
+            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+        return [Run(**dict(row)) for row in rows]
+
+    def _execute(self, name: str, params: dict[str, Any], handle: Any) -> Any:
+        """Run one query file on the raw connection; create the table / reconnect once."""
+        sql = sqlfiles.load(name, self.dialect)
+        created = reconnected = False
+        create_error: DatabaseError | None = None
+        while True:
+            conn = self.connection
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, params)
+                    return handle(cur)
+                finally:
+                    cur.close()
+            except Exception as exc:
+                kind = self._classify(exc, conn)
+                if kind is None:
+                    raise
+                if kind == "missing" and not created:
+                    created = True
+                    try:
+                        self.create_schema()
+                    except DatabaseError as err:  # another instance may have won the race
+                        create_error = err
+                    continue
+                if kind == "gone" and not reconnected:
+                    reconnected = True
+                    self._drop_connection()
+                    continue
+                if kind == "missing" and create_error is not None:
+                    raise create_error from None
+                if kind == "denied":
+                    raise LedgerDenied(self._describe(exc) + _grant_hint(name)) from None
+                raise DatabaseError(self._describe(exc)) from None
+
+    def _classify(self, exc: BaseException, conn: Any) -> str | None:
+        """ "missing" (no table), "gone" (connection lost), "other" (a driver error) or None."""
+        if self.dialect == "postgresql":
+            import psycopg
+
+            if not isinstance(exc, psycopg.Error):
+                return None
+            if isinstance(exc, psycopg.errors.UndefinedTable):
+                return "missing"
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+                return "denied"
+            if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
+                return "gone"
+            return "other"
+        if self.dialect == "mysql":
+            import pymysql
+
+            if not isinstance(exc, pymysql.MySQLError):
+                return None
+            code = exc.args[0] if exc.args else None
+            if code == 1146:
+                return "missing"
+            if code in _MYSQL_DENIED:
+                return "denied"
+            if isinstance(exc, pymysql.err.InterfaceError) or code in _MYSQL_GONE:
+                return "gone"
+            if isinstance(exc, pymysql.err.OperationalError) and not conn.open:
+                return "gone"
+            return "other"
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        if "no such table" in str(exc):
+            return "missing"
+        return "denied" if "readonly" in str(exc) else "other"
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        self._borrowed = False  # a borrowed connection that broke is closed like our own
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # it is already broken
+                pass
+
+    def _describe(self, exc: BaseException) -> str:
+        return f"run ledger on {self.url.masked}: {scrub(first_line(exc), self.url)}"
+
+
+def _grant_hint(query: str) -> str:
+    """What a role refused by `query` lacks, for the one line an operator reads."""
+    verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
+    return f" (the ledger needs {verb} on {TABLE}: GRANT SELECT, INSERT, UPDATE ON {TABLE} ...)"

@@ -1,0 +1,113 @@
+"""MySQL/MariaDB user-level locks: GET_LOCK(name, 0) held by one dedicated connection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockconsole.backends import LockBase, sqlfiles
+from lockconsole.backends.connect import connect_mysql, first_line
+from lockconsole.config.urls import scrub
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Job
+
+READ_TIMEOUT = 10  # seconds: a statement on the lock connection that gets no answer fails
+
+
+class MysqlLock(LockBase):
+    """GET_LOCK(name, 0) on a connection of its own; RELEASE_LOCK or disconnect frees it."""
+
+    strategy = "mysql"
+    fencing_token: int | None = None
+
+    def __init__(self, job: Job, database: Database) -> None:
+        if job.key.kind != "name":
+            raise ValueError(f"job {job.name!r}: a {job.key.kind} key cannot be a GET_LOCK name")
+        self.job = job
+        self.database = database
+        self.name = str(job.key.value)
+        self.session_id: int | None = None  # CONNECTION_ID() of the lock connection
+        self.held = False
+        self.lost_on_release = False  # release found the lock (or its session) already gone
+        self._closed = False
+        self.conn: Any = connect_mysql(database.url, read_timeout=READ_TIMEOUT)
+        self._merged: dict[str, str] = {}  # query name -> its text with the name escaped in
+
+    def _fetch(self, query: str) -> tuple[Any, ...] | None:
+        """One row of a query file; the name is escaped in once per lock, not per call."""
+        with self.conn.cursor() as cur:
+            sql = self._merged.get(query)
+            if sql is None:
+                sql = cur.mogrify(sqlfiles.load(query, "mysql"), {"name": self.name})
+                self._merged[query] = sql
+            cur.execute(sql)
+            return cur.fetchone()
+
+    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+        url = self.database.url
+        return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
+
+    def _gone(self) -> bool:
+        return self._closed or not self.conn.open
+
+    def socket_fd(self) -> int | None:
+        """The lock connection's socket: it turns readable when the server ends the session."""
+        sock = None if self._gone() else getattr(self.conn, "_sock", None)
+        try:
+            return None if sock is None else int(sock.fileno())
+        except OSError:
+            return None
+
+    def acquire(self) -> bool:
+        """Try once without waiting; True when this connection now holds the name."""
+        import pymysql
+
+        if self.held:
+            return True
+        try:
+            row = self._fetch("get_lock")
+        except (pymysql.MySQLError, OSError) as exc:
+            raise self._error(f"GET_LOCK({self.name!r}, 0)", exc) from None
+        got, self.session_id = row[0], int(row[1])  # type: ignore[index]
+        if got is None:
+            raise DatabaseError(
+                f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0) returned NULL "
+                "(the server refused the lock name, or this session was killed)"
+            )
+        self.held = int(got) == 1
+        return self.held
+
+    def still_held(self) -> bool:
+        """IS_USED_LOCK(name) = CONNECTION_ID(); False on any connection error."""
+        import pymysql
+
+        if not self.held or self._gone():
+            return False
+        try:
+            row = self._fetch("check_lock")
+        except (pymysql.MySQLError, OSError):
+            return False
+        return bool(row and row[0])
+
+    def release(self) -> bool | None:
+        """RELEASE_LOCK: True if it was ours; 0/NULL or a dead connection: lost_on_release."""
+        import pymysql
+
+        return self._unlock(lambda: self._fetch("release_lock"), (pymysql.MySQLError, OSError),
+                     f"RELEASE_LOCK({self.name!r})")  # fmt: skip
+
+    def reusable(self) -> bool:
+        """Released cleanly and still connected: fit for another attempt."""
+        return not (self.held or self.lost_on_release or self._gone())
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the server frees its locks."""
+        import pymysql
+
+        self.held = False
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.conn.close()
+        except (pymysql.MySQLError, OSError):
+            pass

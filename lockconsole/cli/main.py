@@ -1,0 +1,183 @@
+"""The `lockconsole` command: argparse subcommands, each importing only what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from lockconsole import __version__
+from lockconsole.model.errors import ConfigError, LockconsoleError, UsageError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        where = self.prog.removeprefix("lockconsole").strip()  # "config", "run", or ""
+        where = f"{where}: " if where else ""
+        raise UsageError(f"{where}{message} (see lockconsole --help)")
+
+
+RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the other commands
+# Commands that change a database (run a job, write the ledger, end a session, build a demo):
+# refused under --read-only before any configuration is read or any connection is opened.
+MUTATING_COMMANDS = ("run", "schedule", "release", "demo")
+READ_ONLY_HELP = (
+    "refuse every mutation (run, schedule, release, demo, the console's trigger/release)"
+)
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand argv names (the first word that is not a global option), or None."""
+    value_follows = False
+    for token in argv:
+        if value_follows:
+            value_follows = False
+        elif token == "--config":
+            value_follows = True
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; for `run` and `schedule` (cron's cold start) only what they need."""
+    from lockconsole.config.loader import SEARCH_ORDER_HELP
+
+    parser = _Parser(
+        prog="lockconsole",
+        description="Run a job scheduled on every instance exactly once, and steer it.",
+        epilog=f"Configuration is looked up in this order: {SEARCH_ORDER_HELP}.",
+    )
+    parser.add_argument("--version", action="version", version=f"lockconsole {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="the lockconsole.toml to use")
+    parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    sub.add_parser("tui", help="open the console (the default when no command is given)")
+    p = sub.add_parser("config", help="check the configuration and show what it resolves to")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    from lockconsole.cli import run as cli_run
+
+    cli_run.add_parsers(sub)
+    if command not in RUN_PATH_COMMANDS:
+        from lockconsole.cli import views as cli_views
+
+        cli_views.add_parsers(sub)
+        from lockconsole.demo import cli as demo_cli
+
+        demo_cli.add_parser(sub)
+    for subparser in sub.choices.values():  # --read-only after the command word too
+        subparser.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
+                               help=READ_ONLY_HELP)  # fmt: skip
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    whole_process = argv is None  # the `lockconsole` program itself, not a caller in Python
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:  # everything after -- is the job's command, untouched by argparse
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    from lockconsole.text.safe import masked_stdio
+
+    with masked_stdio():  # every password masked in whatever this command prints
+        return _main(argv, command, whole_process)
+
+
+def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
+    try:
+        args = build_parser(command_word(argv)).parse_args(argv)
+        args.cmd = command
+        args.whole_process = whole_process
+        if command and args.command != "run":
+            raise UsageError("lockconsole: only 'run' takes a command after --")
+        if args.read_only and args.command in MUTATING_COMMANDS:
+            raise UsageError(f"{args.command} refused: --read-only is set; nothing was done")
+        if args.command == "config":
+            return cmd_config(args)
+        if args.command in ("run", "schedule"):
+            from lockconsole.cli import run as cli_run
+
+            return cli_run.dispatch(args)
+        if args.command in ("locks", "history", "dupes", "release", "check"):
+            from lockconsole.cli import views as cli_views
+
+            return cli_views.dispatch(args)
+        if args.command == "demo":
+            from lockconsole.demo import cli as demo_cli
+
+            return demo_cli.run(args)
+        return cmd_tui(args)
+    except ConfigError as exc:
+        _report(exc)
+        return EXIT_USAGE
+    except LockconsoleError as exc:
+        _report(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    """`lockconsole` / `lockconsole tui`: the console, on a terminal only."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("the console needs a terminal; in scripts choose a command "
+                         "(see lockconsole --help)")  # fmt: skip
+    from lockconsole.tui.app import run_console
+
+    return run_console(args.config, read_only=args.read_only)
+
+
+def _report(exc: BaseException) -> None:
+    """The one line an operator sees for an error: no traceback, no line breaks."""
+    from lockconsole.text.safe import shown
+
+    text = " ".join(line.strip() for line in str(exc).splitlines()) or type(exc).__name__
+    print(f"lockconsole: {shown(text)}", file=sys.stderr)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from lockconsole.config.loader import load_config
+
+    config = load_config(args.config)
+    data = {
+        "path": config.path,
+        "databases": {n: d.url.masked for n, d in config.databases.items()},
+        "ledger_database": config.ledger_database,
+        "jobs": {
+            name: {
+                "database": job.database,
+                "strategy": job.strategy,
+                "key": str(job.key),
+                "key_kind": job.key.kind,
+                "key_derived_from": job.key.derived_from,
+                "schedule": job.schedule,
+                "timezone": job.timezone,
+                "command": list(job.command) if job.command else None,
+                "callable": job.callable,
+                "max_duration_s": job.max_duration.total_seconds() if job.max_duration else None,
+                "min_hold_s": job.min_hold.total_seconds(),
+                "allow_pooler": job.allow_pooler,
+            }
+            for name, job in config.jobs.items()
+        },
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    from lockconsole.text.safe import shown
+
+    print(shown(f"config: {config.path}"))
+    for name, url in data["databases"].items():
+        print(shown(f"database {name}: {url}"))
+    for name, job in data["jobs"].items():
+        print(shown(f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
+                    f"schedule={job['schedule'] or '-'} ({job['timezone']})"))  # fmt: skip
+    return EXIT_OK

@@ -1,0 +1,171 @@
+"""`lockconsole run` (for crontabs and systemd timers) and `lockconsole schedule`.
+
+Exit codes of `run`: 0 the job ran and succeeded; 3 skipped (another instance holds the
+lock, or the slot already ran); 4 the lock was lost while the job ran; 5 a database could
+not be reached; 2 usage or configuration error; any other non-zero code is the job's own
+(a job exiting with 2-5 is reported as 1; its real code is in the ledger and --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from lockconsole.model.errors import UsageError
+
+RUN_EPILOG = __doc__.split("\n\n", 1)[1]
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "run",
+        help="run a job once across all instances (for crontabs)",
+        description="Try the job's lock once; run the job if this instance got it.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job", help="the job's name in the config")
+    p.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
+    p.add_argument("--slot", metavar="ISO_TIME", help="the slot this attempt belongs to")
+    p.add_argument("--manual", action="store_true", help="a manual run: its own slot")
+    p.add_argument("--json", action="store_true", help="print the attempt as one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
+
+    s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
+    s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
+    s.add_argument("--job", action="append", metavar="NAME", help="only these jobs (repeatable)")
+    s.add_argument("--for", dest="duration", metavar="SECONDS", type=float,
+                   help="stop after this many seconds (default: run until SIGTERM)")  # fmt: skip
+    s.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+
+
+def setup_logging(quiet: bool) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def parse_slot(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--slot: {text!r} is not an ISO time like 2026-11-29T02:00:00Z") from None
+    if value.tzinfo is None:
+        raise UsageError(f"--slot: {text!r} has no time zone (add Z or +00:00)")
+    return value.astimezone(UTC)
+
+
+def check_instance(given: str | None, default: str) -> str:
+    """--instance (or $LOCKCONSOLE_INSTANCE): 1-255 printable characters without spaces."""
+    name = default if given is None else given
+    source = "--instance" if given is not None else "the instance name ($LOCKCONSOLE_INSTANCE)"
+    if not name or len(name) > 255 or not name.isprintable() or any(c.isspace() for c in name):
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise UsageError(
+            f"{source}: {shown!r} is not an instance name (1-255 characters, no spaces)"
+        )
+    return name
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    from lockconsole.config.loader import load_config
+
+    if args.command == "run":
+        cmd = args.cmd
+        if args.slot and args.manual:
+            raise UsageError("run: give --slot or --manual, not both")
+        slot = parse_slot(args.slot) if args.slot else None
+        config = load_config(args.config)
+        job = config.job(args.job)
+        target = _target(job, cmd)
+        from lockconsole.engine.runner import default_instance
+
+        args.instance = check_instance(args.instance, default_instance(config.instance))
+        setup_logging(args.quiet)
+        return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
+    config = load_config(args.config)
+    jobs = [config.job(n) for n in args.job] if args.job else list(config.jobs.values())
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
+        raise UsageError("schedule: --for takes a positive number of seconds")
+    setup_logging(args.quiet)
+    from lockconsole.engine.runner import default_instance
+    from lockconsole.engine.scheduler import Scheduler
+
+    instance = check_instance(args.instance, default_instance(config.instance))
+    code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    if getattr(args, "whole_process", False):
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the scheduler process now that every attempt holding a lock has finished.
+
+    Attempts that were still connecting when the stop came hold nothing and are abandoned
+    (daemon threads); the interpreter's clean-up could wait on them, or take long on a busy
+    host, and the exit-time guarantee must not depend on it.
+    """
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _target(job, cmd):  # type: ignore[no-untyped-def]
+    if cmd:
+        return cmd
+    if job.command:
+        return list(job.command)
+    if job.callable:
+        from lockconsole.engine.execute import resolve_callable
+
+        return resolve_callable(job.callable)
+    raise UsageError(f"run: job {job.name!r} has no command or callable; give one after --")
+
+
+def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # type: ignore[no-untyped-def]
+    """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
+    run; after, the job is stopped (or never started), the lock released, the outcome recorded.
+    A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
+    from lockconsole.engine.execute import run_target
+    from lockconsole.engine.runner import begin, default_instance, exit_code_for
+    from lockconsole.engine.stopping import Stop, Stopped, on_signals
+
+    instance = instance or default_instance(config.instance)
+    stop = Stop()
+    with on_signals(stop):
+        try:
+            attempt = begin(
+                job, config.database_for(job), config.ledger_for(job), instance=instance,
+                slot=slot, trigger="manual" if manual else "scheduled", stop=stop,
+            )  # fmt: skip
+        except Stopped as exc:
+            logging.getLogger("lockconsole.engine.runner").warning(
+                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
+            )
+            return 128 + (stop.signum or 15)
+        run = run_target(attempt, target)
+    if as_json:
+        print(json.dumps(run_json(run)), flush=True)
+    if stop.signum and run.outcome != "succeeded":
+        return 128 + stop.signum
+    return exit_code_for(run)
+
+
+def run_json(run) -> dict:  # type: ignore[no-untyped-def]
+    """A Run as JSON-ready values (ISO times)."""
+    out = asdict(run)
+    for k, v in out.items():
+        if isinstance(v, datetime):
+            out[k] = v.isoformat()
+    return out

@@ -1,0 +1,123 @@
+"""Readable tables for the CLI views (rich; honours NO_COLOR and narrow terminals)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console as RichConsole
+from rich.table import Table
+
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import Holder, Snapshot
+from lockconsole.text.safe import data_text
+
+# Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
+# Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
+out = RichConsole(highlight=False, markup=False, emoji=False,
+                  width=None if sys.stdout.isatty() else 200)  # fmt: skip
+KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'
+TEXT_WIDTH = 200  # cells of a query or a message
+
+
+def _age(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return "-"
+    seconds = int((now - since).total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _time(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def holders_table(holders: Sequence[Holder], now: datetime) -> None:
+    table = Table(title=f"lock holders at {_time(now)} UTC", title_justify="left")
+    for col in ("database", "key", "job", "state", "pid", "user", "application", "since",
+                "stale / notes"):  # fmt: skip
+        table.add_column(col, overflow="fold", no_wrap=col in ("pid", "since"))
+    for h in holders:
+        state = "held" if h.granted else f"WAITING on {','.join(map(str, h.blocked_by)) or '?'}"
+        if h.state:
+            state += f" ({h.state})"
+        since = h.held_since or h.waiting_since or h.state_since
+        note = h.stale or h.hidden or ""
+        cells = (h.database, h.key, h.job or "(unmapped)", state,
+                 str(h.pid or h.locked_by or "-"), h.user or "-",
+                 h.instance or h.application_name or "-", _age(since, now), note)  # fmt: skip
+        style = "red" if h.stale else ("yellow" if not h.granted else None)
+        table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells), style=style)
+    if not holders:
+        out.print("no lock holders")
+        return
+    out.print(table)
+
+
+def print_problems(snap: Snapshot) -> None:
+    for db, source in snap.sources:
+        out.print(data_text(f"{db}: read from {source}", style="dim"))
+    for db, note in snap.notes:
+        out.print(data_text(f"note: {db}: {note}"))
+    for db, error in snap.errors:
+        out.print(data_text(f"error: {db}: {error}", style="red"))
+
+
+def runs_table(runs: Sequence[Run]) -> None:
+    if not runs:
+        out.print("no runs recorded")
+        return
+    table = Table(title="run history (newest first)", title_justify="left")
+    for col in ("job", "slot", "instance", "trigger", "outcome", "started", "took", "exit",
+                "message"):  # fmt: skip
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        took = f"{(r.finished_at - r.started_at).total_seconds():.1f}s" if r.finished_at else "-"
+        style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
+        cells = (r.job, _time(r.slot), r.instance, r.trigger, r.outcome, _time(r.started_at),
+                 took, "-" if r.exit_code is None else str(r.exit_code))  # fmt: skip
+        table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells),
+                      data_text(r.message or "", limit=TEXT_WIDTH), style=style)  # fmt: skip
+    out.print(table)
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> None:
+    if not rows:
+        out.print("no rows")
+        return
+    table = Table()
+    for col in rows[0]:
+        table.add_column(data_text(col, limit=KEY_WIDTH))
+    for row in rows:
+        table.add_row(*(data_text("" if v is None else v, limit=KEY_WIDTH) for v in row.values()))
+    out.print(table)
+
+
+def dupes_table(spec: Any, summary: Any, page: Any, ddl: str) -> None:
+    key = ", ".join(spec.key)
+    out.print(data_text(f"{spec.table} ({key}): {summary.groups} duplicate groups, "
+                        f"{summary.surplus_rows} surplus rows"))  # fmt: skip
+    if page.groups:
+        table = Table()
+        table.add_column(data_text(key))
+        table.add_column("rows", no_wrap=True)
+        table.add_column("runs")
+        for g in page.groups:
+            table.add_row(data_text(", ".join(map(str, g.key)), limit=KEY_WIDTH),
+                          str(g.count), data_text(", ".join(map(str, g.run_ids))))  # fmt: skip
+        out.print(table)
+        if page.has_more:
+            out.print("more: --page N+1")
+    out.print(data_text(f"fix: {ddl}") if "\n" not in ddl else _lines(f"fix: {ddl}"))
+
+
+def _lines(text: str) -> Any:
+    """Multi-line text (a note, then DDL): each line shown as data, the breaks kept."""
+    from rich.console import Group
+
+    return Group(*(data_text(line) for line in text.split("\n")))

@@ -1,0 +1,204 @@
+"""`lockconsole locks | history | dupes | release | check`: the console's views as commands.
+
+Readable tables by default, `--json` for scripts. Every command goes through the Console
+facade; `--read-only` refuses `release`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from lockconsole.model.errors import UsageError
+from lockconsole.text.safe import shown
+
+EXIT_ALERTS = 1
+EXIT_NOT_RELEASED = 1
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("locks", help="who holds or waits for each lock, in every database")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--job", metavar="NAME", help="only this job's holders")
+
+    h = sub.add_parser("history", help="recent attempts on every instance, newest first")
+    h.add_argument("--job", metavar="NAME", help="only this job")
+    h.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
+    h.add_argument("--json", action="store_true", help="print one JSON object")
+
+    d = sub.add_parser("dupes", help="duplicate keys in a job's idempotency table")
+    d.add_argument("job", help="the job whose idempotency table to inspect")
+    d.add_argument("--page", type=int, default=0, metavar="N", help="page number (from 0)")
+    d.add_argument("--page-size", type=int, default=50, metavar="N", help="groups per page")
+    d.add_argument("--group", nargs="+", metavar="VALUE", help="show the rows of this key")
+    d.add_argument("--csv", metavar="FILE", help="export every duplicate row to FILE")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+
+    r = sub.add_parser("release", help="force-release a lock holder (ends its session)")
+    which = r.add_mutually_exclusive_group(required=True)
+    which.add_argument("--pid", type=int, help="the holding session's pid / connection id")
+    which.add_argument("--job", metavar="NAME", help="the holder of this job's lock")
+    r.add_argument("--database", metavar="NAME", help="where the pid is (if several)")
+    r.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    c = sub.add_parser("check", help="print alerts; exit 1 if there are any (for monitoring)")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.add_argument("--no-duplicates", action="store_true", help="skip the idempotency scans")
+
+
+def to_json(value: Any) -> Any:
+    """Dataclasses, datetimes and tuples as JSON-ready values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: to_json(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    from lockconsole.config.loader import load_config
+    from lockconsole.console.facade import Console
+
+    config = load_config(args.config)
+    with Console(config, read_only=args.read_only) as console:
+        command = globals()[f"cmd_{args.command}"]
+        return int(command(console, args))
+
+
+MAX_LIMIT = 100_000
+MAX_ID = 2**63 - 1
+
+
+def cmd_locks(console: Any, args: argparse.Namespace) -> int:
+    if args.job is not None:
+        console.config.job(args.job)  # an unknown job is an error, not an empty list
+    snap = console.snapshot(duplicates=False)
+    holders = [h for h in snap.holders if args.job is None or h.job == args.job]
+    if args.json:
+        _print_json({
+            "taken_at": snap.taken_at, "holders": holders, "sources": dict(snap.sources),
+            "notes": [list(n) for n in snap.notes], "errors": dict(snap.errors),
+        })  # fmt: skip
+        return 0
+    from lockconsole.cli.tables import holders_table, print_problems
+
+    holders_table(holders, snap.taken_at)
+    print_problems(snap)
+    return 0
+
+
+def cmd_history(console: Any, args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"history: --limit must be at least 1 and at most {MAX_LIMIT}")
+    runs = console.history(args.job, limit=args.limit)
+    if args.json:
+        _print_json({"runs": runs})
+        return 0
+    from lockconsole.cli.tables import runs_table
+
+    runs_table(runs)
+    return 0
+
+
+def cmd_dupes(console: Any, args: argparse.Namespace) -> int:
+    if args.page < 0 or args.page_size < 1:
+        raise UsageError("dupes: --page must be >= 0 and --page-size >= 1")
+    spec = console.config.job(args.job).idempotency
+    if spec is None:
+        raise UsageError(f"dupes: job {args.job!r} has no idempotency table configured")
+    if args.group is not None:
+        if len(args.group) != len(spec.key):
+            raise UsageError(f"dupes: --group takes {len(spec.key)} values ({', '.join(spec.key)})")
+        rows = console.duplicate_rows(args.job, tuple(args.group))
+        if args.json:
+            _print_json({"key": args.group, "rows": rows})
+        else:
+            from lockconsole.cli.tables import rows_table
+
+            rows_table(rows)
+        return 0
+    if args.csv:
+        count = console.export_duplicates(args.job, args.csv)
+        print(f"exported {count} duplicate rows to {args.csv}", file=sys.stderr)
+    summary = console.duplicate_summary(args.job)
+    page = console.duplicates(args.job, page=args.page, page_size=args.page_size)
+    ddl = console.duplicate_ddl(args.job)
+    if args.json:
+        _print_json({"job": args.job, "table": spec.table, "key": list(spec.key),
+                     "summary": summary, "page": args.page, "groups": page.groups,
+                     "has_more": page.has_more, "ddl": ddl})  # fmt: skip
+        return 0
+    from lockconsole.cli.tables import dupes_table
+
+    dupes_table(spec, summary, page, ddl)
+    return 0
+
+
+def cmd_release(console: Any, args: argparse.Namespace) -> int:
+    from lockconsole.console.facade import ReadOnlyError
+
+    if console.read_only:
+        raise ReadOnlyError("release refused: --read-only is set")
+    if args.pid is not None and not 0 < args.pid <= MAX_ID:
+        raise UsageError("release: --pid must be a positive process or connection id")
+    holders = console.find_holders(pid=args.pid, job=args.job, database=args.database)
+    what = f"pid {args.pid}" if args.pid is not None else f"job {args.job}"
+    if not holders:
+        print(f"lockconsole: no granted lock holder matches {what}; nothing was done",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_NOT_RELEASED
+    if len({(h.database, h.pid, h.key) for h in holders}) > 1 and args.pid is None:
+        raise UsageError(f"release: {what} has several holders; choose one with --pid")
+    target = holders[0]
+    if not args.yes and not _confirm(target):
+        print("lockconsole: not confirmed; nothing was done", file=sys.stderr)
+        return EXIT_NOT_RELEASED
+    result = console.release(target)
+    if args.json:
+        _print_json(result)
+    else:
+        print(shown(f"{result.status}: {result.message}"))
+    return 0 if result.status == "released" else EXIT_NOT_RELEASED
+
+
+def cmd_check(console: Any, args: argparse.Namespace) -> int:
+    snap = console.snapshot(duplicates=not args.no_duplicates)
+    problems = list(snap.alerts)
+    if args.json:
+        _print_json({"taken_at": snap.taken_at, "alerts": problems, "errors": dict(snap.errors)})
+    else:
+        for alert in problems:
+            print(shown(f"{alert.kind}: {alert.message}"))
+        for db, error in snap.errors:
+            print(shown(f"database_error: {db}: {error}"))
+        if not problems and not snap.errors:
+            print("ok: no alerts")
+    return EXIT_ALERTS if problems or snap.errors else 0
+
+
+def _confirm(holder: Any) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("release: no terminal to confirm on; add --yes")
+    expected = holder.job or holder.key
+    print(shown(f"About to end {holder.database} pid {holder.pid} holding {holder.key}"
+                f" ({holder.job or 'unmapped'}), user {holder.user}, application "
+                f"{holder.application_name}."))  # fmt: skip
+    answer = input(f"Type {shown(expected)!r} to confirm: ").strip()
+    # a key with control characters is typed as it is shown (escaped)
+    return answer in (str(expected), shown(expected))
+
+
+def _print_json(value: Any) -> None:
+    json.dump(to_json(value), sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,398 @@
+"""lockconsole.toml -> frozen dataclasses.
+
+Search order (the first that exists wins):
+  1. --config PATH
+  2. $LOCKCONSOLE_CONFIG
+  3. ./lockconsole.toml
+  4. $XDG_CONFIG_HOME/lockconsole/config.toml (default ~/.config/lockconsole/config.toml)
+
+Every mistake raises ConfigError naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lockconsole.config import redis as config_redis
+from lockconsole.config.checks import (  # noqa: F401  (re-exported: public names of this module)
+    IDENTIFIER,
+    JOB_NAME,
+    check_callable,
+    check_column,
+    check_cron,
+    check_identifier,
+    check_job_name,
+    check_seconds,
+    check_timezone,
+    parse_duration,
+)
+from lockconsole.config.keymap import check_keymap
+from lockconsole.config.lines import locate
+from lockconsole.config.settings import ConsoleSettings, parse_console
+from lockconsole.config.urls import expand_env, parse_url
+from lockconsole.model import keys
+from lockconsole.model.errors import ConfigError
+from lockconsole.model.jobs import STRATEGIES, Database, Idempotency, Job
+
+SEARCH_ORDER_HELP = (
+    "--config PATH, $LOCKCONSOLE_CONFIG, ./lockconsole.toml, "
+    "$XDG_CONFIG_HOME/lockconsole/config.toml"
+)
+STRATEGY_DIALECTS = {
+    "pg-session": ("postgresql",),
+    "pg-xact": ("postgresql",),
+    "mysql": ("mysql",),
+    "lease": ("postgresql", "mysql", "sqlite"),
+    "redis": ("redis",),
+}
+_TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
+_SETTINGS_KEYS = {"ledger_database", "instance"}
+_DATABASE_KEYS = {"url", "scan_prefixes"}
+_JOB_KEYS = {
+    "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
+    "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot",
+    "watchdog_interval", "stop_grace", "allow_pooler", "redis_prefix",
+}  # fmt: skip
+_IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    databases: Mapping[str, Database]
+    jobs: Mapping[str, Job]
+    ledger_database: str | None = None
+    instance: str | None = None
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    keymap: Mapping[str, str] = field(default_factory=dict)
+
+    def job(self, name: str) -> Job:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.jobs)) or "none configured"
+            raise ConfigError(f"no job named {name!r} (jobs: {known})", path=self.path) from None
+
+    def database_for(self, job: Job) -> Database:
+        return self.databases[job.database]
+
+    def ledger_for(self, job: Job) -> Database:
+        """The database that keeps the run ledger of `job`."""
+        return self.databases[self.ledger_database or job.database]
+
+
+def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The config file to use, by the search order in this module's docstring."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        path = Path(explicit)
+        if path.is_dir():
+            raise ConfigError(f"--config {explicit} is a directory, not a file")
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {explicit} (given with --config)")
+        return path
+    if env.get("LOCKCONSOLE_CONFIG"):
+        path = Path(env["LOCKCONSOLE_CONFIG"])
+        if not path.is_file():
+            what = "a directory" if path.is_dir() else "a missing file"
+            raise ConfigError(f"$LOCKCONSOLE_CONFIG points at {what}: {path}")
+        return path
+    candidates = [Path("lockconsole.toml")]
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    candidates.append(Path(xdg) / "lockconsole" / "config.toml")
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ConfigError(f"no configuration found (looked for {SEARCH_ORDER_HELP})")
+
+
+def load_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    path = find_config(explicit, environ)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", path=str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not a UTF-8 text file (byte 0x{raw[exc.start]:02x}); a config file is TOML",
+            path=str(path),
+            line=line,
+        ) from None
+    return parse_config(text, str(path), environ)
+
+
+def parse_config(
+    text: str, path: str = "<config>", environ: Mapping[str, str] | None = None
+) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", msg)
+        line = int(m.group(1)) if m else None
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        raise ConfigError(f"not valid TOML: {msg}", path=path, line=line) from None
+    return _Builder(text, path, dict(os.environ if environ is None else environ)).build(data)
+
+
+class _Builder:
+    """Turns parsed TOML into a Config, locating each error's line in the source text."""
+
+    def __init__(self, text: str, path: str, environ: dict[str, str]) -> None:
+        self.lines = text.splitlines()
+        self.path = path
+        self.environ = environ
+
+    def error(self, table: tuple[str, ...], key: str | None, message: str) -> ConfigError:
+        dotted = ".".join((*table, key) if key else table)
+        return ConfigError(message, path=self.path, line=self.locate(table, key), key=dotted)
+
+    def locate(self, table: tuple[str, ...], key: str | None) -> int | None:
+        """The line of `key` inside `[table]` (or of the header, or of a dotted key)."""
+        return locate(self.lines, table, key)
+
+    def table(self, value: object, where: tuple[str, ...], allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(where[:-1], where[-1], "must be a table")
+        for k in value:
+            if k not in allowed:
+                raise self.error(where, k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return value
+
+    def build(self, data: dict[str, Any]) -> Config:
+        for k in data:
+            if k not in _TOP_KEYS:
+                raise self.error(
+                    (), k, f"unknown section (allowed: {', '.join(sorted(_TOP_KEYS))})"
+                )
+        settings = self.table(data.get("lockconsole", {}), ("lockconsole",), _SETTINGS_KEYS)
+        databases = self.databases(data.get("databases", {}))
+        jobs = {}
+        raw_jobs = data.get("jobs", {})
+        if not isinstance(raw_jobs, dict):
+            raise self.error((), "jobs", "must be a table of jobs")
+        for name, raw in raw_jobs.items():
+            jobs[name] = self.job(name, raw, databases)
+        ledger = settings.get("ledger_database")
+        if ledger is not None and (not isinstance(ledger, str) or ledger not in databases):
+            known = ", ".join(sorted(databases)) or "none"
+            raise self.error(
+                ("lockconsole",),
+                "ledger_database",
+                f"no database named {ledger!r} (databases: {known})",
+            )
+        if problem := config_redis.ledger_problem(databases, ledger):
+            raise self.error(("lockconsole",), "ledger_database", problem)
+        instance = settings.get("instance")
+        if instance is not None and (not isinstance(instance, str) or not instance.strip()):
+            raise self.error(("lockconsole",), "instance", "must be a non-empty string")
+        console = data.get("console", {})
+        keymap = data.get("keys", {})
+        if not isinstance(console, dict):
+            raise self.error((), "console", "must be a table")
+        console_settings = parse_console(
+            console, lambda key, msg: self.error(("console",), key, msg)
+        )
+        if not isinstance(keymap, dict):
+            raise self.error((), "keys", 'must be a table of action = "key"')
+        check_keymap(keymap, lambda action, msg: self.error(("keys",), action, msg))
+        return Config(self.path, databases, jobs, ledger, instance, console_settings, keymap)
+
+    def databases(self, raw: object) -> dict[str, Database]:
+        if not isinstance(raw, dict):
+            raise self.error((), "databases", "must be a table of databases")
+        out = {}
+        for name, spec in raw.items():
+            where = ("databases", name)
+            spec = self.table(spec, where, _DATABASE_KEYS)
+            if "url" not in spec:
+                raise self.error(where, None, "missing key 'url'")
+            if not isinstance(spec["url"], str):
+                raise self.error(where, "url", "must be a string like 'postgresql://user@host/db'")
+            try:
+                url = parse_url(expand_env(spec["url"], self.environ))
+            except ValueError as exc:
+                raise self.error(where, "url", str(exc)) from None
+            try:
+                prefixes = config_redis.scan_prefixes(spec.get("scan_prefixes", ["job-lock:"]))
+            except ValueError as exc:
+                raise self.error(where, "scan_prefixes", str(exc)) from None
+            out[name] = Database(name, url, prefixes if url.dialect == "redis" else ())
+        return out
+
+    def job(self, name: str, raw: object, databases: dict[str, Database]) -> Job:
+        where = ("jobs", name)
+        try:
+            check_job_name(name)
+        except ValueError as exc:
+            raise self.error(where, None, str(exc)) from None
+        spec = self.table(raw, where, _JOB_KEYS)
+        field_error = self.field_error(where)
+
+        database = spec.get("database")
+        if database is None:
+            if not databases:
+                raise self.error(
+                    where, None, "no databases configured (add [databases.NAME] with url = ...)"
+                )
+            if len(databases) != 1:
+                known = ", ".join(sorted(databases))
+                raise self.error(where, None, f"missing key 'database' (one of: {known})")
+            database = next(iter(databases))
+        if not isinstance(database, str) or database not in databases:
+            known = ", ".join(sorted(databases)) or "none"
+            raise field_error("database", f"no database named {database!r} (databases: {known})")
+
+        strategy = spec.get("strategy", "pg-session")
+        if strategy not in STRATEGIES:
+            raise field_error(
+                "strategy", f"unknown strategy {strategy!r} (choose {', '.join(STRATEGIES)})"
+            )
+        dialect = databases[database].url.dialect
+        if dialect not in STRATEGY_DIALECTS[strategy]:
+            hint = "" if "strategy" in spec else " (pg-session is the default strategy)"
+            raise field_error(
+                "strategy",
+                f"{strategy} needs a {' or '.join(STRATEGY_DIALECTS[strategy])} database, "
+                f"and {database!r} is {dialect}{hint}",
+            )
+
+        recipe = spec.get("key_recipe", "sha256")
+        if recipe not in keys.RECIPES:
+            raise field_error(
+                "key_recipe", f"unknown recipe {recipe!r} (choose {', '.join(keys.RECIPES)})"
+            )
+        try:
+            if strategy in ("pg-session", "pg-xact"):
+                key = keys.pg_key_for(name, spec.get("key"), recipe)
+            else:
+                key = keys.name_key_for(name, spec.get("key"))
+        except ValueError as exc:
+            raise field_error("key", str(exc)) from None
+
+        schedule = spec.get("schedule")
+        if schedule is not None:
+            try:
+                check_cron(schedule)
+            except ValueError as exc:
+                raise field_error("schedule", str(exc)) from None
+        try:
+            timezone = check_timezone(spec.get("timezone", "UTC"))
+        except ValueError as exc:
+            raise field_error("timezone", str(exc)) from None
+
+        command = spec.get("command")
+        target = spec.get("callable")
+        if command is not None and target is not None:
+            raise field_error("callable", "give either 'command' or 'callable', not both")
+        if command is not None:
+            if isinstance(command, str):
+                command = [command]
+            if (
+                not isinstance(command, list)
+                or not command
+                or not all(isinstance(a, str) and a for a in command)
+            ):
+                raise field_error(
+                    "command", 'must be a list of strings, like ["python", "-m", "billing"]'
+                )
+            command = tuple(command)
+        if target is not None:
+            try:
+                check_callable(target)
+            except ValueError as exc:
+                raise field_error("callable", str(exc)) from None
+
+        durations = {}
+        for k in ("max_duration", "min_hold"):
+            if k in spec:
+                try:
+                    durations[k] = parse_duration(spec[k])
+                except ValueError as exc:
+                    raise field_error(k, str(exc)) from None
+        max_duration = durations.get("max_duration")
+        min_hold = durations.get("min_hold", timedelta(0))
+        if max_duration is not None and max_duration <= timedelta(0):
+            raise field_error("max_duration", "must be longer than zero")
+        if strategy in ("lease", "redis") and max_duration is None:
+            max_duration = timedelta(hours=1)
+        if max_duration is not None and min_hold > max_duration:
+            raise field_error(
+                "min_hold", f"{min_hold} must not be longer than max_duration ({max_duration})"
+            )
+
+        numbers = {}
+        for k, default in (("watchdog_interval", 5.0), ("stop_grace", 10.0)):
+            try:
+                numbers[k] = check_seconds(spec.get(k, default))
+            except ValueError as exc:
+                raise field_error(k, str(exc)) from None
+
+        once = spec.get("once_per_slot", True)
+        if not isinstance(once, bool):
+            raise field_error("once_per_slot", f"must be true or false, not {once!r}")
+        allow_pooler = spec.get("allow_pooler", False)
+        if not isinstance(allow_pooler, bool):
+            raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
+        lease_table = spec.get("lease_table", "shedlock")
+        redis_prefix = spec.get("redis_prefix", "job-lock:default:")
+        try:
+            config_redis.check_prefix(redis_prefix)
+        except ValueError as exc:
+            raise field_error("redis_prefix", str(exc)) from None
+        try:
+            check_identifier(lease_table)
+        except ValueError as exc:
+            raise field_error("lease_table", str(exc)) from None
+
+        idempotency = None
+        if "idempotency" in spec:
+            idempotency = self.idempotency(where + ("idempotency",), spec["idempotency"])
+
+        return Job(
+            name=name, database=database, strategy=strategy, key=key, schedule=schedule,
+            timezone=timezone, command=command, callable=target, max_duration=max_duration,
+            min_hold=min_hold, idempotency=idempotency, lease_table=lease_table,
+            once_per_slot=once, watchdog_interval=numbers["watchdog_interval"],
+            stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler, redis_prefix=redis_prefix,
+        )  # fmt: skip
+
+    def field_error(self, where: tuple[str, ...]):
+        return lambda key, message: self.error(where, key, message)
+
+    def idempotency(self, where: tuple[str, ...], raw: object) -> Idempotency:
+        spec = self.table(raw, where, _IDEMPOTENCY_KEYS)
+        if "table" not in spec or "key" not in spec:
+            raise self.error(where, None, "needs 'table' and 'key'")
+        try:
+            table = check_identifier(spec["table"])
+        except ValueError as exc:
+            raise self.error(where, "table", str(exc)) from None
+        cols = spec["key"]
+        if isinstance(cols, str):
+            cols = [cols]
+        if not isinstance(cols, list) or not cols:
+            raise self.error(where, "key", 'must be a list of column names, like ["tenant_id"]')
+        try:
+            key = tuple(check_column(c) for c in cols)
+        except ValueError as exc:
+            raise self.error(where, "key", str(exc)) from None
+        if len(set(key)) != len(key):
+            raise self.error(where, "key", "lists a column twice")
+        run_column = spec.get("run_column")
+        if run_column is not None:
+            try:
+                check_column(run_column)
+            except ValueError as exc:
+                raise self.error(where, "run_column", str(exc)) from None
+        return Idempotency(table, key, run_column)

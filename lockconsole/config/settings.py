@@ -1,0 +1,55 @@
+"""The [console] section: how often to refresh and what counts as stale, missed or recent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from lockconsole.config.checks import parse_duration
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    refresh: timedelta = timedelta(seconds=2)  # how often the console takes a snapshot
+    idle_threshold: timedelta = timedelta(minutes=5)  # an idle holder this long is stale
+    grace: timedelta = timedelta(minutes=5)  # a slot with no run this long after it is missed
+    lookback: timedelta = timedelta(days=3)  # how far back slot reports and history look
+    history_limit: int = 500  # runs read per ledger per snapshot
+    statement_timeout: timedelta = timedelta(seconds=5)  # per query, so the console never hangs
+    connect_timeout: timedelta = timedelta(seconds=5)  # per console connection attempt
+    duplicates_every: timedelta = timedelta(minutes=1)  # how often idempotency tables are scanned
+
+
+_DURATIONS = (
+    "refresh",
+    "idle_threshold",
+    "grace",
+    "lookback",
+    "statement_timeout",
+    "connect_timeout",
+    "duplicates_every",
+)
+
+
+def parse_console(raw: Mapping[str, object],
+                  error: Callable[[str, str], Exception]) -> ConsoleSettings:  # fmt: skip
+    """ConsoleSettings from the [console] table; `error(key, message)` builds the ConfigError."""
+    values: dict[str, object] = {}
+    for key, value in raw.items():
+        if key in _DURATIONS:
+            try:
+                duration = parse_duration(value)
+            except ValueError as exc:
+                raise error(key, str(exc)) from None
+            if duration <= timedelta(0):
+                raise error(key, "must be longer than zero")
+            values[key] = duration
+        elif key == "history_limit":
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+                raise error(key, "must be a whole number from 1 to 100000")
+            values[key] = value
+        else:
+            allowed = ", ".join((*_DURATIONS, "history_limit"))
+            raise error(key, f"unknown key (allowed: {allowed})")
+    return ConsoleSettings(**values)  # type: ignore[arg-type]

@@ -1,0 +1,137 @@
+"""Attempts left "acquired" whose lock is free: found, checked afresh, closed as lock_lost.
+
+A runner writes its outcome while it still holds its lock and releases only afterwards, so an
+attempt that is still "acquired" while its recorded session (or lease token) no longer holds
+the job's lock has lost it: its process was killed, its session was terminated, or its lease
+ran out. Whoever sees one (the console's refresh, `check`, the alerts) closes it:
+
+1. the holders just listed are a first filter: a holder with the run's session id (or a lease
+   row with its owner and token) means the run is alive, and nothing more is asked;
+2. otherwise the lock is checked afresh on the job's database, for that session id or lease
+   token (pg_locks, IS_USED_LOCK, the lease row);
+3. only if it is free is the row closed, by an UPDATE conditional on the row still being
+   "acquired" with that same session id and token: a run that finished meanwhile keeps its
+   own outcome, and a live run (whose session holds the lock) is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from lockconsole.backends import sqlfiles
+from lockconsole.backends.connect import connect
+from lockconsole.console.reports import format_slot
+from lockconsole.model.jobs import Database, Job, Run
+from lockconsole.model.keys import pg_locks_identity
+from lockconsole.model.views import Alert, Holder
+
+log = logging.getLogger("lockconsole.console.facade")
+MAX_CHECKS = 20  # fresh checks per sweep (each opens a connection to the job's database)
+NOTE = "abandoned: its lock was found free while the attempt was still marked acquired"
+
+
+def alive_in(run: Run, holders: Iterable[Holder]) -> bool:
+    """A listed holder is this run's session (or its lease, with its token)."""
+    for h in holders:
+        if not h.granted or h.job != run.job:
+            continue
+        if run.strategy == "lease":
+            if h.locked_by == run.instance and h.fencing_token == run.fencing_token:
+                return True
+        elif run.session_id is not None and h.pid == run.session_id:
+            return True
+    return False
+
+
+def lock_free(job: Job, database: Database, run: Run) -> bool | None:
+    """A fresh check: True when `run`'s session or lease no longer holds the job's lock, False
+    when it does, None when it cannot be told (another key or strategy, an error)."""
+    if run.strategy != job.strategy or run.lock_key != str(job.key):
+        return None
+    try:
+        if job.strategy == "lease":
+            return _lease_free(job, database, run)
+        if run.session_id is None:
+            return None
+        conn = connect(database.url, application_name="lockconsole:abandoned-check")
+        try:
+            if job.strategy == "mysql":
+                params = {"name": str(job.key.value), "pid": run.session_id}
+                with conn.cursor() as cur:
+                    cur.execute(sqlfiles.load("check_lock_of", "mysql"), params)
+                    row = cur.fetchone()
+            else:
+                ident = dict(zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key),
+                                 strict=True))  # fmt: skip
+                sql = sqlfiles.load("check_advisory_lock_of")
+                row = conn.execute(sql, {**ident, "pid": run.session_id}).fetchone()
+        finally:
+            conn.close()
+    except Exception as exc:
+        log.debug("abandoned check of run %s failed: %s", run.id, exc)
+        return None
+    return not (row and row[0])
+
+
+def _lease_free(job: Job, database: Database, run: Run) -> bool:
+    from lockconsole.backends.lease.lock import LeaseLock
+
+    lease = LeaseLock(job, database, owner=run.instance)
+    try:
+        lease.held, lease.fencing_token = True, run.fencing_token
+        return not lease.still_held()
+    finally:
+        lease.held = False
+        lease.close()
+
+
+def sweep(runs: list[Run], holders: Iterable[Holder], jobs: dict[str, Job],
+          database_of: Callable[[Job], Database | None], ledger_of: Callable[[Job], Any],
+          *, close: bool, now: datetime) -> tuple[list[Run], list[Alert]]:  # fmt: skip
+    """Close (when `close`) the attempts left acquired with their lock free; the runs as they
+    are now, and one "abandoned" alert per attempt found."""
+    held = list(holders)
+    found: dict[int, Run] = {}
+    alerts: list[Alert] = []
+    checks = 0
+    for run in runs:
+        job = jobs.get(run.job)
+        if run.outcome != "acquired" or run.id is None or job is None or alive_in(run, held):
+            continue
+        database = database_of(job)
+        if database is None or checks >= MAX_CHECKS:
+            continue
+        checks += 1
+        if lock_free(job, database, run) is not True:
+            continue
+        where = f"{run.job} {format_slot(run.slot)}: run {run.id} on {run.instance}"
+        if not close:
+            alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
+                                "is free (not closed: read-only)", run.slot))  # fmt: skip
+            continue
+        # no finished_at: when it ended is unknown (a killed process ran no further than its
+        # lock, and one still running adds its real end when its own outcome write fails)
+        params = {"id": run.id, "finished_at": None, "message": NOTE,
+                  "session_id": _or_none(run.session_id),
+                  "fencing_token": _or_none(run.fencing_token)}  # fmt: skip
+        try:
+            changed = ledger_of(job).update("close_abandoned_run", params)
+        except Exception as exc:  # a viewer account may not UPDATE the ledger: still report it
+            log.warning("closing abandoned run %s failed: %s", run.id, exc)
+            alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
+                                "is free (could not close it: see the log)", run.slot))  # fmt: skip
+            continue
+        if changed == 1:
+            found[run.id] = replace(run, outcome="lock_lost", message=NOTE)
+            alerts.append(Alert("abandoned", run.job, f"{where} was left acquired with its lock "
+                                "free: closed as lock_lost", run.slot))  # fmt: skip
+    return [found.get(r.id or -1, r) for r in runs], alerts
+
+
+def _or_none(value: int | None) -> int:
+    """What COALESCE(column, -1) compares with (ids and tokens are never negative)."""
+    return -1 if value is None else value

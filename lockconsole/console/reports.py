@@ -1,0 +1,250 @@
+"""Slot reports and alerts from the run ledger: pure functions, no database access.
+
+A slot report says what happened to one job in one slot across every instance: how many
+attempts got the lock (more than one is a double run), how many skipped, and how it ended.
+A scheduled firing in the lookback window that is past its grace period with no attempt that
+got the lock is a missed slot, counted only from when the job first appears in the ledger
+(or from `first_seen`). Manual runs have their own slots: they are reported, but they never
+make a scheduled slot missed or double.
+
+    reports = slot_reports(jobs, runs, now=utcnow(), lookback=timedelta(days=1),
+                           grace=timedelta(minutes=5))
+    for alert in alerts(reports, holders, {"nightly_billing": (120, 240)}, jobs=jobs): ...
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from lockconsole.model.jobs import Job, Run
+from lockconsole.model.views import Alert, Holder, SlotReport
+
+GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
+ALERT_STATUSES = ("double_run", "missed", "lock_lost", "failed")
+MAX_MISSED_PER_JOB = 1000  # newest missed firings listed per job (an every-second job)
+
+
+class Summary(Protocol):
+    """What alerts() reads of duplicates.DuplicateSummary."""
+
+    @property
+    def groups(self) -> int: ...
+    @property
+    def surplus_rows(self) -> int: ...
+
+
+DuplicateCount = int | tuple[int, int] | Summary  # groups, (groups, surplus rows) or a summary
+
+
+def _start_order(run: Run) -> tuple[datetime, int]:
+    return run.started_at, run.id or 0
+
+
+def _status(got: list[Run]) -> str:
+    """The status of a slot whose lock was taken by the attempts in `got`."""
+    if len(got) > 1:
+        return "double_run"
+    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
+
+
+def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
+    """The longest time two of these executions (attempts that got the lock) ran at once.
+
+    An execution spans its attempt's started_at to finished_at (now while still "acquired";
+    a closed attempt without an end counts as an instant).
+    """
+    spans = sorted(
+        (r.started_at, r.finished_at or (now if r.outcome == "acquired" else r.started_at))
+        for r in runs
+        if r.outcome in GOT_LOCK
+    )
+    longest, latest_end = 0.0, None
+    for start, end in spans:
+        if latest_end is not None:
+            longest = max(longest, (min(end, latest_end) - start).total_seconds())
+        latest_end = end if latest_end is None else max(latest_end, end)
+    return longest
+
+
+def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotReport:
+    runs = sorted(runs, key=_start_order)
+    got = [r for r in runs if r.outcome in GOT_LOCK]
+    return SlotReport(
+        overlap=overlap_seconds(got, now),
+        job=job,
+        slot=slot,
+        acquired=len(got),
+        skipped=sum(r.outcome == "skipped" for r in runs),
+        outcomes=tuple((r.instance, r.outcome) for r in runs),
+        status=_status(got) if got else "missed",  # type: ignore[arg-type]
+    )
+
+
+def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[datetime]:
+    """The job's firings in [start, end] (UTC), newest first, at most `limit` of them."""
+    from croniter import croniter
+
+    if not job.schedule or end < start:
+        return
+    tz = ZoneInfo(job.timezone)
+    cron = croniter(job.schedule, (end + timedelta(microseconds=1)).astimezone(tz))
+    for _ in range(limit):
+        fire = cron.get_prev(datetime).astimezone(UTC)
+        if fire < start:
+            return
+        if fire <= end:
+            yield fire
+
+
+def slot_reports(
+    jobs: Iterable[Job],
+    runs: Iterable[Run],
+    *,
+    now: datetime,
+    lookback: timedelta,
+    grace: timedelta,
+    first_seen: Mapping[str, datetime] | None = None,
+) -> list[SlotReport]:
+    """Every slot in the lookback window (plus slots still running), newest first."""
+    window_start = now - lookback
+    groups: dict[tuple[str, datetime, bool], list[Run]] = defaultdict(list)
+    earliest: dict[str, datetime] = {}
+    for run in runs:
+        groups[(run.job, run.slot, run.trigger == "manual")].append(run)
+        seen = min(run.slot, run.started_at)
+        if run.job not in earliest or seen < earliest[run.job]:
+            earliest[run.job] = seen
+    reports: list[SlotReport] = []
+    covered: set[tuple[str, datetime]] = set()
+    for (job, slot, manual), group in groups.items():
+        report = _report(job, slot, group, now)
+        if not manual:
+            covered.add((job, slot))
+        if report.status == "running" or (
+            slot >= window_start
+            # a slot every instance skipped is missed once due; a skipped manual run is not
+            and (report.status != "missed" or (not manual and slot + grace <= now))
+        ):
+            reports.append(report)
+    for job in jobs:
+        start = (first_seen or {}).get(job.name, earliest.get(job.name))
+        if start is None:
+            continue
+        start = max(start, window_start)
+        for fire in firings(job, start, now - grace, MAX_MISSED_PER_JOB):
+            if (job.name, fire) not in covered:
+                reports.append(SlotReport(job.name, fire, 0, 0, (), "missed"))
+    reports.sort(key=lambda r: (r.slot, r.job), reverse=True)
+    return reports
+
+
+# -- alerts -----------------------------------------------------------------------------------
+
+
+def format_slot(slot: datetime) -> str:
+    """A slot as an operator reads it: 2026-11-29 02:00 UTC (seconds only when it has them)."""
+    slot = slot.astimezone(UTC)
+    if slot.second or slot.microsecond:
+        return slot.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return slot.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _slot_message(report: SlotReport) -> str:
+    where = f"{report.job} {format_slot(report.slot)}"
+    got = [(i, o) for i, o in report.outcomes if o in GOT_LOCK]
+    if report.status == "double_run":
+        names = ", ".join(i if o == "succeeded" else f"{i} ({o})" for i, o in got)
+        distinct = len({i for i, _ in got})
+        if distinct == len(got):
+            return f"{where} ran on {len(got)} instances: {names}"
+        return f"{where} ran {len(got)} times on {distinct} instance(s): {names}"
+    if report.status == "missed":
+        if not report.outcomes:
+            return f"{where} did not run: no instance attempted it"
+        skipped = ", ".join(i for i, _ in report.outcomes)
+        return f"{where} did not run: every instance skipped it ({skipped})"
+    instance = got[0][0] if got else "?"
+    if report.status == "lock_lost":
+        return f"{where} lost its lock on {instance} while the job ran"
+    return f"{where} failed on {instance}"
+
+
+def _length(seconds: float) -> str:
+    """An overlap's length: milliseconds below a second, else as format_duration writes it."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    from lockconsole.console.stale import format_duration
+
+    return format_duration(timedelta(seconds=seconds))
+
+
+def _holder_message(holder: Holder) -> str:
+    what = holder.job or f"unmapped {holder.kind} key {holder.key}"
+    who = f"pid {holder.pid}" if holder.pid is not None else f"{holder.locked_by or '?'}"
+    if holder.instance:
+        who += f" ({holder.instance})"
+    elif holder.application_name:
+        who += f" ({holder.application_name})"
+    return f"{what} on {holder.database}: lock held by {who} looks stale: {holder.stale}"
+
+
+def _counts(count: DuplicateCount) -> tuple[int, int | None]:
+    """(duplicate groups, surplus rows or None) of any DuplicateCount."""
+    if isinstance(count, int):
+        return count, None
+    if isinstance(count, tuple):
+        return count
+    return count.groups, count.surplus_rows
+
+
+def _duplicates_message(job: str, count: DuplicateCount, jobs: Mapping[str, Job]) -> str:
+    groups, surplus = _counts(count)
+    spec = jobs[job].idempotency if job in jobs else None
+    if spec is not None:
+        head = f"{spec.table} has {groups} duplicate ({', '.join(spec.key)}) groups"
+    else:
+        head = f"{job}'s idempotency table has {groups} duplicate key groups"
+    return head if surplus is None else f"{head}, {surplus} surplus rows"
+
+
+def alerts(
+    reports: Iterable[SlotReport],
+    holders: Iterable[Holder] = (),
+    duplicates: Mapping[str, DuplicateCount] | None = None,
+    *,
+    jobs: Iterable[Job] = (),
+) -> list[Alert]:
+    """One alert per bad slot, per stale holder and per job with duplicate keys."""
+    out = [
+        Alert(kind=r.status, job=r.job, message=_slot_message(r), slot=r.slot)  # type: ignore[arg-type]
+        for r in reports
+        if r.status in ALERT_STATUSES
+    ]
+    out += [
+        Alert(
+            "overlap",
+            r.job,
+            f"{r.job} {format_slot(r.slot)}: two executions ran at the same "
+            f"time for {_length(r.overlap)}",
+            slot=r.slot,
+        )
+        for r in reports
+        if r.overlap > 0
+    ]
+    out += [
+        Alert("stale_holder", h.job, _holder_message(h), database=h.database)
+        for h in holders
+        if h.stale
+    ]
+    by_name = {j.name: j for j in jobs}
+    for job, count in sorted((duplicates or {}).items()):
+        if _counts(count)[0] > 0:
+            database = by_name[job].database if job in by_name else None
+            out.append(
+                Alert("duplicates", job, _duplicates_message(job, count, by_name), None, database)
+            )
+    return out

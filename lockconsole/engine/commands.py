@@ -1,0 +1,161 @@
+"""Run a job's command as a child process that can be stopped: SIGTERM, then SIGKILL.
+
+The command runs under a small supervisor process (lockconsole/supervisor.py) that leads the
+job's own process group and holds the read end of a pipe from us: the job starts only when we
+say "go", and if this process dies (SIGKILL, the OOM killer) the supervisor sees the pipe close,
+sends SIGTERM to the job's group and SIGKILLs it after the grace period. The job also gets
+Linux's parent-death SIGKILL tied to the supervisor.
+
+A stop may be requested at any instant, even before the child exists: it is remembered
+(under a lock) and start() refuses to start the job, or stops it right after it exists.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lockconsole.engine import faultpoints
+
+SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
+
+
+class Command:
+    """A child process in its own process group, so stopping it stops its children too."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        output: Callable[[str], None] | None = None,
+        grace: float = 10.0,
+    ) -> None:
+        self.argv = list(argv)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env = env
+        self.output = output  # None: the child writes to our stdout/stderr
+        self.grace = grace  # how long the supervisor waits for the job if we die
+        self.stop_reason: str | None = None
+        self.start_error: str | None = None  # set by wait() when the command could not start
+        self._lock = threading.RLock()  # re-entrant: a signal handler may stop() inside start()
+        self._reader: threading.Thread | None = None
+        self._ctl: int | None = None  # our end of the supervisor's pipe: "go", or closed
+        self._status: int | None = None  # the supervisor's report of a failed start
+        self._killing = False
+        self.job_started = False  # "go" was sent: the job started (or a stop raced it)
+
+    def start(self) -> None:
+        """Start the job unless a stop came first (then `job_started` stays False)."""
+        with self._lock:
+            if self.stop_reason:
+                return
+        faultpoints.reach(faultpoints.BEFORE_SPAWN)
+        ctl_r, ctl_w = os.pipe()
+        status_r, status_w = os.pipe()
+        fds = [str(ctl_r), str(status_w), str(self.grace)]
+        argv = [sys.executable, "-I", "-S", SUPERVISOR, *fds, "--", *self.argv]
+        piped = self.output is not None
+        try:
+            proc = subprocess.Popen(
+                argv,
+                start_new_session=True,
+                env=self.env,
+                pass_fds=(ctl_r, status_w),
+                stdin=subprocess.DEVNULL if piped else None,
+                stdout=subprocess.PIPE if piped else None,
+                stderr=subprocess.STDOUT if piped else None,
+            )
+        except BaseException:
+            for fd in (ctl_r, ctl_w, status_r, status_w):
+                os.close(fd)
+            raise
+        os.close(ctl_r)
+        os.close(status_w)
+        self._ctl, self._status = ctl_w, status_r
+        if self.output is not None:
+            self._reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+            self._reader.start()
+        with self._lock:
+            self.proc = proc
+            go = not self.stop_reason
+        faultpoints.reach(faultpoints.AFTER_SPAWN)
+        with self._lock:
+            go = go and not self.stop_reason
+            if go:
+                try:
+                    os.write(ctl_w, b"g")
+                except BrokenPipeError:  # the supervisor was stopped meanwhile
+                    pass
+        if not go:
+            self._terminate()  # the supervisor exits without starting the job
+            return
+        self.job_started = True
+        faultpoints.reach(faultpoints.JOB_STARTED)
+
+    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
+        """Hand each line of the child's output (stdout and stderr) to `output`."""
+        assert proc.stdout is not None and self.output
+        for raw in proc.stdout:
+            self.output(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def wait(self) -> int:
+        """The job's exit code; a death by signal N is 128 + N, as shells report it."""
+        assert self.proc is not None
+        code = self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        self._close_pipes()
+        return 128 - code if code < 0 else code
+
+    def _close_pipes(self) -> None:
+        if self._status is not None:
+            report = os.read(self._status, 4096).decode("utf-8", "replace")
+            if report.startswith("error "):
+                self.start_error = f"cannot start {self.argv[0]}: {report[6:]}"
+            os.close(self._status)
+            self._status = None
+        if self._ctl is not None:
+            os.close(self._ctl)  # the supervisor has exited: nothing reads it any more
+            self._ctl = None
+
+    def stop(self, reason: str, grace: float) -> None:
+        """SIGTERM the process group, then SIGKILL it after `grace` seconds (in a thread).
+
+        Before the child exists, the stop is remembered: start() then does not start it.
+        """
+        with self._lock:
+            if self.stop_reason or (self.proc is not None and self.proc.returncode is not None):
+                return  # stopped already, or ended (and waited for) before the stop came
+            self.stop_reason = reason
+            self.grace = grace
+            if self.proc is None:
+                return
+        self._terminate()
+
+    def _terminate(self) -> None:
+        with self._lock:
+            if self._killing or self.proc is None or self.proc.poll() is not None:
+                return
+            self._killing = True
+        self._signal(signal.SIGTERM)
+        threading.Thread(target=self._kill_after, args=(self.grace,), daemon=True).start()
+
+    def _kill_after(self, grace: float) -> None:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,116 @@
+"""What the console shows, as frozen values: lock holders, slot reports, alerts, duplicate
+groups, job status and the snapshot that holds them all.
+
+Kept apart from `models` (what the run path needs) so that `lockconsole run` does not pay for
+defining them; `from lockconsole.model.jobs import Holder` still works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from lockconsole.model.jobs import Job, Run
+
+HolderKind = Literal["advisory", "user_lock", "lease", "redis"]
+AlertKind = Literal[
+    "double_run",
+    "missed",
+    "lock_lost",
+    "failed",
+    "stale_holder",
+    "duplicates",
+    "pooler",
+    "overlap",
+    "abandoned",
+]
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A session holding or waiting for a lock (or a held lease row), as one database shows it."""
+
+    database: str  # the configured database's name
+    kind: HolderKind
+    key: str  # as the app wrote it: "4242", "7,-2", "nightly_billing"
+    key_kind: Literal["int64", "int4pair", "name"]
+    granted: bool
+    source: str  # where it was read: pg_locks, performance_schema.metadata_locks, shedlock, ...
+    job: str | None = None  # the configured job this key maps to; None = unmapped
+    datname: str | None = None
+    mode: str | None = None
+    waiting_since: datetime | None = None
+    blocked_by: tuple[int, ...] = ()
+    pid: int | None = None  # PostgreSQL backend pid / MySQL connection id
+    user: str | None = None
+    application_name: str | None = None
+    client_addr: str | None = None
+    backend_start: datetime | None = None
+    xact_start: datetime | None = None
+    state: str | None = None
+    state_since: datetime | None = None
+    query: str | None = None
+    held_since: datetime | None = None
+    lock_until: datetime | None = None  # leases
+    locked_by: str | None = None  # leases
+    fencing_token: int | None = None  # leases
+    value: str | None = None  # redis: the key's value as read (force-release compares it)
+    instance: str | None = None  # from the ledger, for our own runs
+    run_id: int | None = None
+    hidden: str | None = None  # what privileges hide, and which privilege would reveal it
+    stale: str | None = None  # why this holder looks stale, for an operator
+
+
+@dataclass(frozen=True)
+class SlotReport:
+    """What happened to one job in one slot, across every instance."""
+
+    job: str
+    slot: datetime
+    acquired: int  # attempts that got the lock (running, succeeded, failed or lock_lost)
+    skipped: int
+    outcomes: tuple[tuple[str, str], ...]  # (instance, outcome), in start order
+    status: Literal["ok", "running", "double_run", "missed", "lock_lost", "failed"]
+    overlap: float = 0.0  # seconds: the longest time two of its executions ran at once
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: AlertKind
+    job: str | None
+    message: str
+    slot: datetime | None = None
+    database: str | None = None
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    """Rows of an idempotency table that share one key."""
+
+    key: tuple[object, ...]
+    count: int
+    run_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: Job
+    next_fire: datetime | None
+    holder: Holder | None
+    last_run: Run | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the console shows, taken at one moment; one database down hides no other."""
+
+    taken_at: datetime
+    jobs: tuple[JobStatus, ...] = ()
+    holders: tuple[Holder, ...] = ()
+    runs: tuple[Run, ...] = ()
+    slots: tuple[SlotReport, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    errors: tuple[tuple[str, str], ...] = ()  # (database, error) for each database that failed
+    sources: tuple[tuple[str, str], ...] = ()  # (database, where its holders were read)
+    notes: tuple[tuple[str, str], ...] = ()  # (database, what privileges or setup hide)

@@ -1,0 +1,170 @@
+"""Untrusted text on its way to a terminal, a table cell or a CSV file: one rule, here.
+
+Whatever a database, a lock name, a lease row, a table value, a job's output or a server's
+error message says is *data*. It is never parsed as Rich or Textual markup, its passwords are
+masked (`urls.redact`), and its control characters never reach the terminal: C0 and C1
+controls, ESC, DEL and the bidirectional overrides are shown as visible escapes.
+
+    printable("a\\x1b[2Jb")       -> 'a\\\\x1b[2Jb'   (a backslash, then x1b: inert)
+    shown(text)                   -> redact(), then printable()
+    data_text(text, style="bold") -> a rich Text, never parsed as markup
+    fit(text, 12)                 -> at most 12 terminal cells, '…' when cut
+    clean(rich_text)              -> the same Text, its spans kept, made printable
+    csv_cell(value)               -> a CSV cell a spreadsheet will not run as a formula
+
+`--json` output keeps the original strings (JSON escapes control characters itself); only
+passwords are masked there.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from lockconsole.config.urls import redact, secrets_version
+
+if TYPE_CHECKING:  # rich is imported only when a Text is built (the run path stays light)
+    from rich.text import Text
+
+# C0 controls (tab and newline too: a cell is one line), DEL, C1 controls, the bidi
+# embeddings, overrides and isolates that reorder what the terminal shows, and the other
+# invisible format characters (zero-width spaces and joiners, bidi marks, soft hyphen, BOM,
+# tags): they hide in a name an operator must recognise, and terminals disagree on their width.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]"
+)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+ELLIPSIS = "…"
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: object) -> str:
+    """`text` with every control character and bidi override shown as a visible escape."""
+    s = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_escape, s)
+
+
+def printable_lines(text: object) -> str:
+    """Like printable(), but line breaks stay line breaks (multi-line details, DDL)."""
+    s = text if isinstance(text, str) else str(text)
+    return "\n".join(printable(line) for line in s.split("\n"))
+
+
+def shown(text: object) -> str:
+    """What an operator may see of `text`: passwords masked, then made printable."""
+    s = text if isinstance(text, str) else str(text)
+    if len(s) > 512:  # a query or an output: not worth a cache slot
+        return printable(redact(s))
+    return _shown_cached(s, secrets_version())
+
+
+@lru_cache(maxsize=65536)  # refreshes lay out the same names again and again
+def _shown_cached(text: str, _version: int) -> str:
+    return printable(redact(text))
+
+
+def has_unsafe(text: str) -> bool:
+    """True when `text` holds a character printable() would escape."""
+    return _UNSAFE.search(text) is not None
+
+
+def fit(text: str, width: int) -> str:
+    """`text` cut to at most `width` terminal cells (wide characters count two), with '…'."""
+    from rich.cells import cell_len, set_cell_size
+
+    if width <= 0:
+        return ""
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, width - 1).rstrip(" ") + ELLIPSIS  # no gap before a wide cut
+
+
+def pad(text: str, width: int) -> str:
+    """`text` fitted into exactly `width` terminal cells (cut with '…' or padded)."""
+    from rich.cells import cell_len
+
+    cut = fit(text, width)
+    return cut + " " * (width - cell_len(cut))
+
+
+def data_text(text: object, style: str = "", *, limit: int | None = None) -> Text:
+    """A Text showing `text` literally: no markup, passwords masked, controls escaped."""
+    from rich.text import Text
+
+    s = shown(text)
+    if limit is not None:
+        s = fit(s, limit)
+    return Text(s, style=style, no_wrap=False, end="")
+
+
+def clean(text: Text | str, *, limit: int | None = None) -> Text:
+    """A copy of the rich Text with its data made printable; styles and spans are kept."""
+    from rich.text import Text
+
+    if isinstance(text, str):
+        return data_text(text, limit=limit)
+    plain = text.plain
+    masked = redact(plain)
+    if masked != plain:  # a password inside: masked over the whole text, its spans let go
+        out = Text(printable(masked), style=text.style, no_wrap=text.no_wrap, end=text.end)
+    elif not has_unsafe(plain):
+        out = text.copy()
+    else:
+        cuts = sorted({0, len(plain), *(s.start for s in text.spans), *(s.end for s in text.spans)})
+        out = Text(style=text.style, justify=text.justify, no_wrap=text.no_wrap, end=text.end)
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            piece = Text(printable(plain[start:end]))
+            for span in text.spans:
+                if span.start <= start and end <= span.end:
+                    piece.stylize(span.style)
+            out.append_text(piece)
+    if limit is not None and out.cell_len > limit:
+        out.truncate(limit, overflow="ellipsis")
+    return out
+
+
+def csv_cell(value: Any) -> Any:
+    """A value for a CSV cell: text that a spreadsheet would run as a formula gets a leading '."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+class MaskedStream:
+    """A text stream that masks passwords in everything written through it (CLI stdout/err)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, ...
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def masked_stdio() -> Iterator[None]:
+    """While inside, sys.stdout and sys.stderr mask every password on the way out."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(saved[0]), MaskedStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

@@ -1,0 +1,266 @@
+"""Confirmation modals: a yes/no question, and the force-release of one lock holder.
+
+ConfirmModal(title, body)  -> bool   y / Enter confirm; n / Escape cancel
+ReleaseModal(holder)       -> bool   shows what will be ended; typing the job name (or the
+                                     key, for an unmapped holder) enables Release; a waiter
+                                     cannot be released, so it only offers Cancel
+QuitRunModal(job)          -> str    quitting with a triggered run going: "stop" (s) it and
+                                     quit, "wait" (w) for it and quit, or "cancel" (Escape)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from lockconsole.model.views import Holder
+from lockconsole.text.safe import data_text, shown
+from lockconsole.tui.screens.run_detail import fmt_time
+
+DETAIL_WIDTH = 2000  # terminal cells of one detail (a 10 KB query ends in '…')
+DIALOG_CSS = """
+    align: center middle;
+    & > #dialog {
+        width: 78; max-width: 100%; height: auto; max-height: 100%;
+        padding: 0 1; background: $surface; border: thick $primary;
+    }
+    & #title { text-style: bold; width: 1fr; margin-bottom: 1; }
+    & #buttons { height: auto; align-horizontal: right; margin-top: 1; }
+    & #buttons Button { margin-left: 2; }
+    & #body-scroll { height: auto; max-height: 16; }
+"""
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """A yes/no question before an action such as a trigger."""
+
+    DEFAULT_CSS = "ConfirmModal {" + DIALOG_CSS + "}"
+    BINDINGS = [
+        Binding("y", "confirm", "Yes", id="confirm_yes"),
+        Binding("n", "cancel", "No", id="confirm_no"),
+        Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
+    ]
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(shown(self.title_text), id="title", markup=False)
+            with VerticalScroll(id="body-scroll"):
+                yield Static(shown(self.body), id="body", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Yes (y)", id="confirm", variant="primary", compact=True)
+                yield Button("No (n)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm", Button).focus()  # Enter presses it
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "confirm")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+def holder_label(holder: Holder) -> str:
+    """What typing confirms: the job name, or the key of an unmapped holder."""
+    return holder.job or holder.key
+
+
+def release_target(holder: Holder) -> str:
+    """One line saying exactly what a force-release ends."""
+    if holder.kind == "lease":
+        return f"Expire lease {holder.key!r} held by {holder.locked_by or '?'}"
+    if holder.kind == "redis":
+        return f"Delete Redis key {holder.key!r} if it still holds {holder.value!r}"
+    if holder.kind == "user_lock":
+        return f"Kill MySQL connection {holder.pid} on {holder.database}"
+    return f"Terminate PostgreSQL backend pid {holder.pid} on {holder.database}"
+
+
+def holder_details(holder: Holder) -> Table:
+    """Every fact about the holder an operator needs before ending it, as a two-column grid."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+
+    def add(label: str, value: object) -> None:
+        if value not in (None, ""):
+            text = fmt_time(value) if isinstance(value, datetime) else str(value)
+            grid.add_row(label, data_text(text, limit=DETAIL_WIDTH))
+
+    add("job", holder.job or "— unmapped key (no configured job)")
+    add("database", holder.database + (f" ({holder.datname})" if holder.datname else ""))
+    if holder.kind == "lease":
+        add("lease", f"{holder.key} in table {holder.source}")
+        add("locked by", holder.locked_by)
+        add("fencing token", holder.fencing_token)
+        add("lock until", holder.lock_until)
+    elif holder.kind == "redis":  # the exact value: the release compares it
+        add("redis key", holder.key)
+        add("value", holder.value)
+        add("host", holder.locked_by)
+        add("fencing token", holder.fencing_token)
+        add("expires", holder.lock_until or "never (no TTL)")
+    else:
+        add("key", f"{holder.key} ({holder.kind}, {holder.key_kind})")
+        add("pid", holder.pid)
+    add("instance", holder.instance)
+    add("user", holder.user)
+    add("application", holder.application_name)
+    add("client", holder.client_addr)
+    add("state", holder.state)
+    add("query", holder.query)
+    if holder.granted:
+        if holder.held_since:
+            add("held since", holder.held_since)
+        else:  # the lock's own start is not recorded: the session's is the upper bound
+            add("connected since", holder.backend_start)
+    else:
+        add("waiting since", holder.waiting_since)
+        if holder.blocked_by:
+            add("blocked by", "pid " + ", ".join(str(p) for p in holder.blocked_by))
+    if holder.stale:
+        grid.add_row(Text("stale", style="bold yellow"),
+                     data_text(holder.stale, style="yellow", limit=DETAIL_WIDTH))  # fmt: skip
+    if holder.hidden:
+        grid.add_row(Text("hidden", style="bold"),
+                     data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH))  # fmt: skip
+    return grid
+
+
+class ReleaseModal(ModalScreen[bool]):
+    """Force-release one holder, after typing its job name (or key) to prove intent."""
+
+    DEFAULT_CSS = (
+        "ReleaseModal {"
+        + DIALOG_CSS
+        + """
+        & > #dialog { border: thick $error; }
+        & #details { height: auto; max-height: 13; }
+        /* the status line (row 0) stays visible however long the holder's data: a short
+           terminal gets fewer detail rows (they scroll), so the centred dialog fits below it */
+        &.-short #details { max-height: 7; }
+        & #prompt { margin-top: 1; }
+        & #waiter { color: $warning; margin-top: 1; }
+        & Input.-wrong { border: tall $error; }
+    }"""
+    )
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+
+    def __init__(self, holder: Holder) -> None:
+        super().__init__()
+        self.holder = holder
+        self.expected = holder_label(holder)
+
+    def compose(self) -> ComposeResult:
+        h = self.holder
+        with Vertical(id="dialog"):
+            title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
+            yield Static(shown(title), id="title", markup=False)
+            with VerticalScroll(id="details"):
+                yield Static(holder_details(h))
+            if h.granted:
+                what = "job name" if h.job else "key"
+                yield Static(Text.assemble(f"Type the {what} ", data_text(self.expected, "bold"),
+                                           " to confirm:"), id="prompt")  # fmt: skip
+                yield Input(placeholder=shown(self.expected), id="confirm-text")
+            else:
+                blockers = ", ".join(str(p) for p in h.blocked_by) or "the holder"
+                yield Static(f"This session waits for the lock; it holds nothing to release. "
+                             f"Release the session it waits for ({blockers}) instead.",
+                             id="waiter", markup=False)  # fmt: skip
+            with Horizontal(id="buttons"):
+                if h.granted:
+                    yield Button("Release", id="release", variant="error", disabled=True,
+                                 compact=True)  # fmt: skip
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        if self.holder.granted:
+            self.query_one(Input).focus()
+        else:
+            self.query_one("#cancel", Button).focus()
+
+    def _matches(self, value: str) -> bool:
+        # a key with control characters is typed as it is shown (its escapes)
+        typed = value.strip()
+        return self.holder.granted and typed in (self.expected, shown(self.expected))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.input.remove_class("-wrong")
+        self.query_one("#release", Button).disabled = not self._matches(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self._matches(event.value):
+            self.dismiss(True)
+        else:
+            event.input.add_class("-wrong")
+            self.notify(f"Type {shown(self.expected)} exactly to release", severity="warning",
+                        markup=False)  # fmt: skip
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "release" and self._matches(self.query_one(Input).value):
+            self.dismiss(True)
+        elif event.button.id == "cancel":
+            self.dismiss(False)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class QuitRunModal(ModalScreen[str]):
+    """Quit while a triggered run is going: stop it (then quit), wait for it, or stay."""
+
+    DEFAULT_CSS = "QuitRunModal {" + DIALOG_CSS + "}"
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop the run", id="quit_stop"),
+        Binding("w", "choose('wait')", "Wait for it", id="quit_wait"),
+        Binding("escape", "choose('cancel')", "Cancel", id="quit_cancel"),
+    ]
+
+    def __init__(self, job: str) -> None:
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(f"{self.job} is still running", id="title", markup=False)
+            yield Static(
+                "Quitting now would leave it without the console that started it. Stop it "
+                "(SIGTERM, then SIGKILL after its stop_grace; the outcome is recorded) and "
+                "quit, or wait for it to end and quit then.",
+                id="body",
+                markup=False,
+            )
+            with Horizontal(id="buttons"):
+                yield Button("Stop the run (s)", id="stop", variant="error", compact=True)
+                yield Button("Wait for it (w)", id="wait", variant="primary", compact=True)
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#wait", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

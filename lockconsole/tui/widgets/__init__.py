@@ -1,0 +1,1 @@
+"""lockconsole/tui/widgets."""

@@ -1,0 +1,175 @@
+"""The holders view's rows, laid out from an immutable snapshot (pure: no Textual, no I/O).
+
+`layout(holders, group_by, text_filter)` groups the holders by job or by session, sorts
+them, marks waiters, stale holders and unmapped keys, and says who blocks whom. It runs in
+the refresh worker, so the UI thread only swaps the result in and paints the visible rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from lockconsole.model.views import Holder
+from lockconsole.text.safe import shown
+
+GroupBy = Literal["job", "session"]
+Flag = Literal["header", "held", "waiting", "stale", "unmapped"]
+
+# Every cell a row has, in this order; the view shows the columns of its grouping (the
+# group header already names the job, or the session) and fills the age at paint time.
+FIELDS = ("STATE", "JOB", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE")
+WIDTHS = {"STATE": 7, "JOB": 18, "KEY": 14, "FOR": 5, "PID": 7, "WHO": 18, "NOTE": 64,
+          "DATABASE": 10}  # fmt: skip
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "job": ("STATE", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE"),
+    "session": ("STATE", "JOB", "KEY", "FOR", "NOTE", "DATABASE"),
+}
+AGE_FIELD = FIELDS.index("FOR")
+UNMAPPED = "(unmapped)"
+
+
+@dataclass(frozen=True)
+class HolderRow:
+    key: tuple[object, ...]  # stable identity of the row across refreshes
+    flag: Flag
+    cells: tuple[str, ...]  # every column; the age cell is a placeholder
+    since: datetime | None = None  # held or waiting since: the age column
+    holder: Holder | None = None  # None for a group header
+
+
+@dataclass(frozen=True)
+class HolderRows:
+    rows: tuple[HolderRow, ...] = ()
+    index: Mapping[tuple[object, ...], int] = field(default_factory=dict)
+    group_by: GroupBy = "job"
+    text_filter: str = ""
+    total: int = 0  # holders before filtering
+    shown: int = 0  # holders after filtering
+    waiting: int = 0
+    stale: int = 0
+    unmapped: int = 0
+
+
+def holder_key(h: Holder) -> tuple[object, ...]:
+    return ("h", h.database, h.kind, h.source, h.key, h.pid, h.locked_by, h.granted, h.mode)
+
+
+def _flag(h: Holder) -> Flag:
+    if not h.granted:
+        return "waiting"
+    if h.stale:
+        return "stale"
+    if h.job is None:
+        return "unmapped"
+    return "held"
+
+
+def _who(h: Holder) -> str:
+    who = h.instance or h.application_name or h.locked_by or h.user or "?"
+    return f"{who} {h.client_addr}" if h.client_addr else who
+
+
+def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> str:
+    parts = []
+    if not h.granted:
+        by = ",".join(map(str, h.blocked_by)) or "?"
+        parts.append(f"blocked by {by}")
+    if h.pid is not None and (h.database, h.pid) in blocks and h.granted:
+        waiters = blocks[(h.database, h.pid)]
+        parts.append(
+            f"blocks {','.join(map(str, waiters[:5]))}" + (" …" if len(waiters) > 5 else "")
+        )
+    if h.stale:
+        parts.append(f"STALE: {h.stale}")
+    if h.job is None:
+        parts.append("UNMAPPED key: no configured job")
+    if h.lock_until is not None:
+        parts.append(f"lease until {h.lock_until:%H:%M:%S}")
+    if h.hidden:
+        parts.append(h.hidden)
+    return "; ".join(parts)
+
+
+def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> HolderRow:
+    flag = _flag(h)
+    state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? held", "held": "● held"}
+    pid = str(h.pid) if h.pid is not None else "lease"
+    # every cell is data: passwords masked, control characters shown as escapes
+    cells = (state[flag], shown(h.job or UNMAPPED), shown(h.key), "", pid, shown(_who(h)),
+             shown(_note(h, blocks)), shown(h.database))  # fmt: skip
+    since = h.held_since or h.waiting_since or h.state_since
+    return HolderRow(holder_key(h), flag, cells, since, h)
+
+
+def _group_of(h: Holder, group_by: GroupBy) -> tuple[str, ...]:
+    if group_by == "job":
+        return (h.job or "\uffff",)  # unmapped keys last
+    if h.pid is not None:
+        return (h.database, f"{h.pid:>12}")
+    return (h.database, f"lease {h.locked_by or '?'}")
+
+
+def _header(group: tuple[str, ...], members: list[HolderRow], group_by: GroupBy) -> HolderRow:
+    waiting = sum(r.flag == "waiting" for r in members)
+    held = len(members) - waiting
+    counts = f"{held} held" + (f", {waiting} waiting" if waiting else "")
+    if group_by == "job":
+        name = group[0] if group[0] != "\uffff" else "UNMAPPED KEYS (no configured job)"
+        title = f"▼ {name} — {counts}"
+    else:
+        first = members[0].holder
+        assert first is not None
+        who = first.application_name or first.instance or first.locked_by or "?"
+        where = f"pid {first.pid}" if first.pid is not None else "lease"
+        title = f"▼ {first.database} {where} {who} — {counts}"
+    return HolderRow(("g", group_by, *group), "header", (shown(title),))
+
+
+def _matches(row: HolderRow, needle: str) -> bool:
+    return any(needle in cell.lower() for cell in row.cells)
+
+
+def layout(
+    holders: Iterable[Holder], group_by: GroupBy = "job", text_filter: str = ""
+) -> HolderRows:
+    """Rows for the holders view: a header per group, then its holders (granted first)."""
+    holders = tuple(holders)
+    blocks: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for h in holders:
+        if not h.granted and h.pid is not None:
+            for pid in h.blocked_by:
+                blocks[(h.database, pid)].append(h.pid)
+    needle = text_filter.strip().lower()
+    groups: dict[tuple[str, ...], list[HolderRow]] = defaultdict(list)
+    for h in holders:
+        row = _holder_row(h, blocks)
+        if needle and not _matches(row, needle):
+            continue
+        groups[_group_of(h, group_by)].append(row)
+    rows: list[HolderRow] = []
+    index: dict[tuple[object, ...], int] = {}
+    for group in sorted(groups):
+        members = groups[group]
+        members.sort(key=lambda r: (r.flag == "waiting", r.cells[7], r.cells[2], r.cells[4]))
+        for row in (_header(group, members, group_by), *members):
+            key = row.key
+            while key in index:  # the same holder listed twice: keep both rows addressable
+                key = (*key, "dup")
+            index[key] = len(rows)
+            rows.append(row if key == row.key else HolderRow(key, row.flag, row.cells, row.since,
+                                                             row.holder))  # fmt: skip
+    return HolderRows(
+        rows=tuple(rows),
+        index=index,
+        group_by=group_by,
+        text_filter=text_filter,
+        total=len(holders),
+        shown=sum(len(m) for m in groups.values()),
+        waiting=sum(not h.granted for h in holders),
+        stale=sum(bool(h.stale) for h in holders),
+        unmapped=sum(h.job is None for h in holders),
+    )
