@@ -24,6 +24,8 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check lockconsole tests $(wildcard bench)
 	$(BIN)/ruff format --check lockconsole tests $(wildcard bench)
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format lockconsole tests bench
