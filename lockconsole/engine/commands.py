@@ -1,6 +1,6 @@
 """Run a job's command as a child process that can be stopped: SIGTERM, then SIGKILL.
 
-The command runs under a small supervisor process (lockconsole/supervisor.py) that leads the
+The command runs under a small supervisor process (lockconsole/engine/supervisor.py) that leads the
 job's own process group and holds the read end of a pipe from us: the job starts only when we
 say "go", and if this process dies (SIGKILL, the OOM killer) the supervisor sees the pipe close,
 sends SIGTERM to the job's group and SIGKILLs it after the grace period. The job also gets
