@@ -6,6 +6,9 @@
 The app holds no business logic and no SQL: every read and action goes through the Console
 facade (or the SampleConsole stand-in), always in a thread worker, so a slow or dead
 database never blocks a key press. The first frame is the empty layout; data follows.
+The default screen, DashboardScreen, owns the panes with their keys and actions; the app
+keeps what every screen shares: quitting, help, the palette, the refresh and its state, and
+the workers.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen
@@ -73,6 +74,31 @@ def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
     bindings = [*LockConsoleApp.BINDINGS, *DashboardScreen.BINDINGS]
     bound = {b.id: b.key for b in bindings if isinstance(b, Binding) and b.id in DEFAULT_KEYS}
     assert bound == DEFAULT_KEYS
+
+
+async def offered(app: LockConsoleApp) -> list[str]:
+    """The palette's actions, as if opened over the screen on top now."""
+    return [hit.text async for hit in ActionsProvider(app.screen).discover()]
+
+
+@sync
+async def test_a_screen_on_top_sees_only_the_app_keys_not_the_dashboards() -> None:
+    app = app_for(SampleConsole(), refresh=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert {"Trigger", "Group", "Help", "Quit"} <= set(await offered(app))
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.press("g", "t", "slash")  # the dashboard's keys: nothing happens
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.group_by == "job"
+        actions = {b.binding.action for b in app.screen.active_bindings.values()}
+        assert "close" in actions and not actions & {"group", "trigger", "filter", "app.help"}
+        assert await offered(app) == ["Quit"]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.dashboard, what="back on the dashboard")
+        await pilot.press("g")
+        await until(pilot, lambda: app.group_by == "session", what="g groups again")
 
 
 class SlowConsole(SampleConsole):
