@@ -6,6 +6,9 @@
 The app holds no business logic and no SQL: every read and action goes through the Console
 facade (or the SampleConsole stand-in), always in a thread worker, so a slow or dead
 database never blocks a key press. The first frame is the empty layout; data follows.
+The default screen, DashboardScreen, owns the panes with their keys and actions; the app
+keeps what every screen shares: quitting, help, the palette, the refresh and its state, and
+the workers.
 """
 
 from __future__ import annotations
@@ -14,41 +17,32 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from textual import work
-from textual.app import App, ComposeResult
-from textual.containers import Vertical
+from textual.app import App
+from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, RichLog, Static
+from textual.widgets import RichLog
 from textual.worker import Worker, WorkerState
 
-from lockconsole.model.views import Snapshot
+from lockconsole.engine.stopping import Stop, Stopped
+from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
-from lockconsole.text.times import age
 from lockconsole.tui import nocolor
-from lockconsole.tui.actions import ActionsMixin
-from lockconsole.tui.bindings import app_bindings
-from lockconsole.tui.messages import SnapshotLoaded
+from lockconsole.tui.bindings import ACTIONS, VIEW_KEYS, app_bindings
+from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.tui.panes import (
-    HISTORY_COLUMNS,
-    JOB_COLUMNS,
-    banner_text,
-    history_rows,
-    job_rows,
-    status_text,
-)
+from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.state import carry_over, failed_databases
-from lockconsole.tui.widgets.holder_rows import GroupBy, HolderRows, layout
-from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import sync_table
+from lockconsole.tui.widgets.holder_rows import GroupBy, layout
 
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
 
-class LockConsoleApp(ActionsMixin, App[int]):
-    """Three panes over the latest Snapshot, a status line, an error banner and a log."""
+class LockConsoleApp(App[int]):
+    """The dashboard screen over the latest Snapshot; the refresh, the workers, quitting."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it
     TITLE = "lockconsole"
@@ -76,41 +70,29 @@ class LockConsoleApp(ActionsMixin, App[int]):
         self.group_by: GroupBy = "job"
         self.text_filter = ""
         self._timer: Timer | None = None
-        self._refresh_started: float | None = None  # monotonic start of the running refresh
-        self._runs_of: dict[str, Any] = {}
+        self.refresh_started: float | None = None  # monotonic start of the running refresh
         self.skipped_ticks = 0
-        self._shown_status: Any = None
         self._alerts_seen: set[tuple[object, ...]] = set()
+        self._trigger_run: tuple[str, Stop] | None = None  # what quitting must ask about
+        self._quit_when_done = False
 
-    # --- layout ------------------------------------------------------------------------
+    # --- screens ----------------------------------------------------------------------
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="status")
-        yield Static(id="banner")
-        with Vertical(id="panes"):
-            yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
-            yield HoldersView(id="holders", clock=self.clock)
-            yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
-        yield Input(id="filter", placeholder="filter holders and history (Enter keeps, Esc clears)")
-        yield RichLog(id="log", max_lines=2000, wrap=True, markup=False, highlight=False)
-        yield Footer(compact=True)
+    def get_default_screen(self) -> DashboardScreen:
+        return DashboardScreen()
+
+    @property
+    def dashboard(self) -> DashboardScreen:
+        """The dashboard: always the bottom of the screen stack."""
+        return cast(DashboardScreen, self.default_screen)
 
     def on_mount(self) -> None:
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
-        jobs = self.query_one("#jobs", DataTable)
-        jobs.border_title = "1 Jobs"
-        for column in JOB_COLUMNS:
-            jobs.add_column(column, key=column)
-        history = self.query_one("#history", DataTable)
-        history.border_title = "3 Run history"
-        for column in HISTORY_COLUMNS:
-            history.add_column(column, key=column)
-        self.query_one(HoldersView).border_title = "2 Lock holders"
-        self.query_one("#log", RichLog).border_title = "Log: output and alerts (o)"
         self.sub_title = "READ-ONLY" if self.read_only else ""
-        jobs.focus()
-        self._show_status()
+
+    def start_refreshing(self) -> None:
+        """The dashboard is up: refresh every interval, the first time after its first frame."""
         self._timer = self.set_interval(self.refresh_interval, self._tick)
         self.call_after_refresh(self._tick)  # first frame first, then the database
 
@@ -118,11 +100,11 @@ class LockConsoleApp(ActionsMixin, App[int]):
 
     def _tick(self) -> None:
         """Start a refresh unless one is still running (a slow database never stacks them)."""
-        if self._refresh_started is not None:
+        if self.refresh_started is not None:
             self.skipped_ticks += 1
             self._show_status()
             return
-        self._refresh_started = time.monotonic()
+        self.refresh_started = time.monotonic()
         self._load_snapshot(self.snapshot, self.group_by, self.text_filter)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
@@ -140,7 +122,7 @@ class LockConsoleApp(ActionsMixin, App[int]):
         self.last_took = message.took
         failed = failed_databases(snap)
         self.errors = dict(snap.errors)
-        for name in self._database_names():
+        for name in self.database_names():
             if name not in failed:
                 self.last_good[name] = snap.taken_at
         rows = message.rows
@@ -155,7 +137,7 @@ class LockConsoleApp(ActionsMixin, App[int]):
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
         with self.batch_update():
-            self._show_data(rows)
+            self.dashboard.show_data(rows)
             self._show_status()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -165,85 +147,145 @@ class LockConsoleApp(ActionsMixin, App[int]):
                                                          WorkerState.CANCELLED):  # fmt: skip
             # only now may the next tick start a refresh: a worker that posted its snapshot
             # but has not ended yet would be cancelled by the next (exclusive) one
-            self._refresh_started = None
+            self.refresh_started = None
             self._show_status()
         if event.state != WorkerState.ERROR:
             return
         error = worker.error
         text = " ".join(str(error).split()) or type(error).__name__
         if worker.group == "refresh":
-            self._refresh_started = None
+            self.refresh_started = None
             self.errors = {"refresh": f"{type(error).__name__}: {text}"}
             self._show_status()
         else:
             self.log_line(f"{worker.group} failed: {text}")
             self.notify(text, title=f"{worker.group} failed", severity="error", timeout=8)
 
-    def _show_data(self, rows: HolderRows | None = None) -> None:
-        snap = self.snapshot
-        if snap is None:
-            return
-        now = self.clock()
-        view = self.query_one(HoldersView)
-        view.show(
-            rows if rows is not None else layout(snap.holders, self.group_by, self.text_filter)
-        )
-        model = view.model
-        shown = model.shown
-        counts = f"{model.total} holders" if shown == model.total else f"{shown} of {model.total}"
-        extra = [f"{model.waiting} waiting"] * bool(model.waiting)
-        extra += [f"{model.stale} stale"] * bool(model.stale)
-        extra += [f"{model.unmapped} unmapped"] * bool(model.unmapped)
-        _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
-        if view.border_subtitle != (by := f"by {self.group_by} (g)"):
-            view.border_subtitle = by
-        sync_table(self.query_one("#jobs", DataTable), self._paint(job_rows(snap, now)))
-        history, self._runs_of = history_rows(snap, now, self.text_filter)
-        table = self.query_one("#history", DataTable)
-        sync_table(table, self._paint(history))
-        bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
-        _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+    def _show_status(self) -> None:
+        self.dashboard.show_status()
 
-    def _paint(self, rows: list[Any]) -> list[Any]:
-        """Table rows as they go on screen: without colour under NO_COLOR."""
-        if not self.monochrome:
-            return rows
-        return [(key, [nocolor.without_colour(c) for c in cells]) for key, cells in rows]
-
-    def _database_names(self) -> list[str]:
+    def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
         return list(getattr(config, "databases", {}) or {})
 
-    def _show_status(self) -> None:
-        now = self.clock()
-        busy = None
-        if self._refresh_started is not None:
-            busy = time.monotonic() - self._refresh_started
-        snap = self.snapshot
-        text = status_text(
-            self._database_names(), self.errors, loaded=snap is not None,
-            data_age=age(snap.taken_at, now) if snap else "-", refresh=self.refresh_interval,
-            paused=self.paused, read_only=self.read_only, busy=busy,
-            alerts=len(snap.alerts) if snap else 0,
-        )  # fmt: skip
-        if self.monochrome:
-            text = nocolor.without_colour(text)
-        status = self.query_one("#status", Static)
-        if text != self._shown_status:
-            self._shown_status = text
-            status.update(text, layout=False)  # one line, always: no layout pass
-        banner = self.query_one("#banner", Static)
-        if self.errors:
-            good = [self.last_good[n] for n in self.errors if n in self.last_good]
-            if "refresh" in self.errors and snap is not None:
-                good = [snap.taken_at]
-            shown = banner_text(self.errors, min(good) if good else None, now)
-            banner.update(nocolor.without_colour(shown) if self.monochrome else shown)
-        degraded = bool(self.errors)
-        if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
-            banner.set_class(degraded, "-shown")
-            self.query_one("#panes").set_class(degraded, "-degraded")
-            self.query_one(HoldersView).dimmed = degraded
+    def refresh_now(self) -> None:
+        self._tick()
+
+    def toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if self._timer is not None:
+            if self.paused:
+                self._timer.pause()
+            else:
+                self._timer.resume()
+                self._tick()
+        self._show_status()
+
+    # --- help --------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from lockconsole.tui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(self.help_rows()))
+
+    def help_rows(self) -> list[tuple[str, str]]:
+        """(key, description) of every action the dashboard allows now, as the keymap binds it."""
+        rows = []
+        for a in ACTIONS:
+            if a.scope == "dashboard" and self.dashboard.check_action(a.name, ()) is False:
+                continue
+            key = self._keymap.get(a.id, a.key) if a.id else a.key
+            rows.append((self.get_key_display(Binding(key, a.action)), a.help))
+        return rows + list(VIEW_KEYS)
+
+    # --- trigger and release: asked by the dashboard, run here --------------------------
+
+    def start_trigger(self, job: str) -> None:
+        """Run the job now under its lock, in a worker; quitting asks about it meanwhile."""
+        self.log_line(f"trigger {job}: starting")
+        stop = Stop()
+        self._trigger_run = (job, stop)
+        self._run_trigger(job, stop)
+
+    @work(thread=True, exclusive=True, group="trigger", exit_on_error=False)
+    def _run_trigger(self, job: str, stop: Stop) -> None:
+        try:
+            run = self.facade.trigger(
+                job, output=lambda line: self.log_from_thread(f"{job}│ {line}"), stop=stop
+            )
+            self.post_message(JobTriggered(run))
+        except Stopped as exc:
+            self.log_from_thread(f"trigger {job}: {exc}, before the lock was taken")
+        finally:
+            try:
+                self.call_from_thread(self._trigger_ended)
+            except RuntimeError:  # the app has gone already
+                pass
+
+    def _trigger_ended(self) -> None:
+        self._trigger_run = None
+        if self._quit_when_done:
+            self.exit()
+
+    def on_job_triggered(self, message: JobTriggered) -> None:
+        run = message.run
+        if run.outcome == "skipped":
+            text = f"trigger {run.job}: skipped, {run.message or 'the lock is held elsewhere'}"
+            self.log_line(text)
+            self.notify(text, severity="warning", timeout=8)
+        else:
+            code = f" (exit {run.exit_code})" if run.exit_code is not None else ""
+            text = f"trigger {run.job}: {run.outcome}{code}" + (
+                f": {run.message}" if run.message else "")  # fmt: skip
+            self.log_line(text)
+            self.notify(text, severity="error" if run.outcome != "succeeded" else "information")
+        self._tick()
+
+    def start_release(self, holder: Holder) -> None:
+        """Force-release the holder's lock, in a worker."""
+        self.log_line(f"release {holder.job or holder.key} (pid {holder.pid}): asked")
+        self._run_release(holder)
+
+    @work(thread=True, exclusive=True, group="release", exit_on_error=False)
+    def _run_release(self, holder: Holder) -> None:
+        self.post_message(HolderReleased(self.facade.release(holder)))
+
+    def on_holder_released(self, message: HolderReleased) -> None:
+        result = message.result
+        self.log_line(f"release: {result.status}: {result.message}")
+        severity: SeverityLevel = "information" if result.status == "released" else "warning"
+        self.notify(result.message, title=f"release {result.status}", severity=severity)
+        self._tick()
+
+    # --- quit while a triggered run goes on ---------------------------------------------
+
+    async def action_quit(self) -> None:
+        """Quit; with a triggered run still going, ask first: stop it, or wait for it."""
+        from lockconsole.tui.screens.confirm import QuitRunModal
+
+        running = self._trigger_run
+        if running is None:
+            self.exit()
+            return
+        if isinstance(self.screen, QuitRunModal):
+            return
+        job, stop = running
+
+        def chosen(choice: str | None) -> None:
+            if choice not in ("stop", "wait"):
+                return
+            if self._trigger_run is None:  # it ended meanwhile
+                self.exit()
+                return
+            self._quit_when_done = True
+            if choice == "stop":
+                self.log_line(f"trigger {job}: stopping it, then quitting")
+                stop.request("stopped from the console (quit)")
+            else:
+                self.log_line(f"trigger {job}: quitting when it ends")
+            self.notify("Quitting when the run has ended", timeout=8)
+
+        self.push_screen(QuitRunModal(job), chosen)
 
     # --- log ---------------------------------------------------------------------------
 
@@ -254,7 +296,7 @@ class LockConsoleApp(ActionsMixin, App[int]):
             log.add_class("-shown")
         log.write(shown(line))
 
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
         """Every toast (the screens' too) shows its text as data: never markup, no controls."""
         super().notify(fit(shown(message), TOAST_WIDTH), title=fit(shown(title), 80),
@@ -265,11 +307,6 @@ class LockConsoleApp(ActionsMixin, App[int]):
             self.call_from_thread(self.log_line, line)
         except RuntimeError:  # the app has gone: drop the line
             pass
-
-
-def _title(widget: Any, title: str) -> None:
-    if str(widget.border_title) != title:  # setting it repaints, even when unchanged
-        widget.border_title = title
 
 
 def run_console(config_path: str | None = None, *, read_only: bool = False,

@@ -1,11 +1,16 @@
 """The console's actions: one Binding each, with an id a user can rebind (Config.keymap),
-shown in the footer or the help screen and offered in the command palette."""
+shown in the footer or the help screen and offered in the command palette.
+
+Most are the dashboard screen's own (Textual scopes them: another screen on top does not see
+them); quitting is the app's, on every screen.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -17,6 +22,12 @@ class ConsoleAction:
     help: str  # one line, for the help screen and the palette
     show: bool = True
     mutates: bool = False  # refused (and hidden) in --read-only mode
+    scope: Literal["dashboard", "app"] = "dashboard"  # whose BINDINGS hold it
+
+    @property
+    def name(self) -> str:
+        """The action method's name: without a namespace or parameters."""
+        return self.action.split("(")[0].rsplit(".", 1)[-1]
 
 
 ACTIONS: tuple[ConsoleAction, ...] = (
@@ -43,19 +54,30 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   "Go to the lock holders pane", show=False),
     ConsoleAction("focus_history", "3", "focus_pane('history')", "History",
                   "Go to the run history pane", show=False),
-    ConsoleAction("help", "question_mark", "help", "Help", "Show every key"),
-    ConsoleAction("quit", "q", "quit", "Quit", "Quit the console"),
+    # the app shows the help (it knows every binding), from the dashboard only
+    ConsoleAction("help", "question_mark", "app.help", "Help", "Show every key"),
+    ConsoleAction("quit", "q", "quit", "Quit", "Quit the console", scope="app"),
 )  # fmt: skip
-MUTATING = frozenset(a.action for a in ACTIONS if a.mutates)
-# the dashboard's own actions: off while another screen (a modal, duplicates, ...) is on top
-DASHBOARD = frozenset(a.action.split("(")[0] for a in ACTIONS if a.id != "quit") | {"close_filter"}
+MUTATING = frozenset(a.name for a in ACTIONS if a.mutates)
 
 
-def app_bindings() -> list[Binding]:
-    keys = [Binding(a.key, a.action, a.label, show=a.show, id=a.id) for a in ACTIONS]
+def _bindings(scope: str) -> list[BindingType]:
+    return [Binding(a.key, a.action, a.label, show=a.show, id=a.id) for a in ACTIONS
+            if a.scope == scope]  # fmt: skip
+
+
+def dashboard_bindings() -> list[BindingType]:
+    """The dashboard screen's keys."""
     return [
-        *keys,
+        *_bindings("dashboard"),
         Binding("escape", "close_filter", "Clear filter", show=False, id="close_filter"),
+    ]
+
+
+def app_bindings() -> list[BindingType]:
+    """The keys of every screen."""
+    return [
+        *_bindings("app"),
         # Ctrl-C quits too (Textual only hints at ctrl+q): the demo stops its fleet on exit
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="interrupt"),
     ]

@@ -3,37 +3,41 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
 
-from lockconsole.tui.bindings import ACTIONS, DASHBOARD, MUTATING, ConsoleAction
+from lockconsole.tui.bindings import ACTIONS, ConsoleAction
+from lockconsole.tui.screens.dashboard import DashboardScreen
 
 
 class ActionsProvider(Provider):
-    """Console actions by name: the dashboard's when the palette was opened over it, never
-    trigger or release in --read-only mode."""
+    """Console actions by name: the dashboard's when the palette was opened over it (as its
+    keys are), the app's everywhere; none its screen's check_action refuses (read-only)."""
 
-    def _allowed(self) -> list[ConsoleAction]:
-        app: Any = self.app
-        on_dashboard = self.screen is app.screen_stack[0]
-        read_only = bool(getattr(app, "read_only", False))
-        return [
-            a for a in ACTIONS
-            if not (read_only and a.action in MUTATING)
-            and (on_dashboard or a.action.split("(")[0] not in DASHBOARD)
-        ]  # fmt: skip
+    def _allowed(self) -> list[tuple[ConsoleAction, DOMNode]]:
+        """Each action offered, with the node that runs it."""
+        allowed: list[tuple[ConsoleAction, DOMNode]] = []
+        for action in ACTIONS:
+            node: DOMNode = self.app
+            if action.scope == "dashboard":
+                if not isinstance(self.screen, DashboardScreen):
+                    continue
+                node = self.screen
+            if node.check_action(action.name, ()) is not False:
+                allowed.append((action, node))
+        return allowed
 
     async def discover(self) -> Hits:
-        for action in self._allowed():
-            yield DiscoveryHit(action.label, partial(self.app.run_action, action.action),
-                               help=action.help)  # fmt: skip
+        for action, node in self._allowed():
+            run = partial(self.app.run_action, action.action, node)
+            yield DiscoveryHit(action.label, run, help=action.help)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for action in self._allowed():
+        for action, node in self._allowed():
             text = f"{action.label}: {action.help}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text),
-                          partial(self.app.run_action, action.action), help=action.id)  # fmt: skip
+                run = partial(self.app.run_action, action.action, node)
+                yield Hit(score, matcher.highlight(text), run, help=action.id)

@@ -13,11 +13,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config, parse_config
-from lockconsole.model.jobs import Idempotency, Run
+from lockconsole.model.jobs import Idempotency, Outcome, Run
 from lockconsole.model.slots import next_fire
 from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, Snapshot
 
@@ -67,7 +68,7 @@ def sample_config() -> Config:
     return parse_config(SAMPLE_CONFIG, "sample.toml", {"BILLING_PASSWORD": "not-shown"})
 
 
-def _run(rid: int, job: str, slot: datetime, instance: str, outcome: str, start_s: float,
+def _run(rid: int, job: str, slot: datetime, instance: str, outcome: Outcome, start_s: float,
          took_s: float | None, **extra: Any) -> Run:  # fmt: skip
     started = slot + timedelta(seconds=start_s)
     finished = None if took_s is None else started + timedelta(seconds=took_s)
@@ -98,7 +99,10 @@ def sample_runs() -> list[Run]:
             else:
                 runs.append(_run(rid, "nightly_billing", slot, instance, "skipped", 0.3 + 0.4 * i,
                                  0.01, message="lock held by another session"))  # fmt: skip
-    for hour, outcome in ((22, "succeeded"), (23, "lock_lost"), (0, "failed"), (1, "succeeded")):
+    nights: tuple[tuple[int, Outcome], ...] = (
+        (22, "succeeded"), (23, "lock_lost"), (0, "failed"), (1, "succeeded"),
+    )  # fmt: skip
+    for hour, outcome in nights:
         day = 28 if hour >= 22 else 29
         slot = datetime(2026, 11, day, hour, 30, tzinfo=UTC)
         rid += 1
@@ -116,11 +120,10 @@ def sample_runs() -> list[Run]:
 
 def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
     since = datetime(2026, 11, 29, 2, 0, 0, 300000, tzinfo=UTC)
-    common = {"database": "billing", "datname": "billing", "user": "billing",
-              "source": "pg_locks", "kind": "advisory", "key_kind": "int64"}  # fmt: skip
+    pg_holder = partial(Holder, database="billing", datname="billing", user="billing",
+                        source="pg_locks", kind="advisory", key_kind="int64")  # fmt: skip
     return [
-        Holder(
-            **common,
+        pg_holder(
             key="4242",
             job="nightly_billing",
             granted=True,
@@ -136,8 +139,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             instance="web-1",
             run_id=810,
         ),  # fmt: skip
-        Holder(
-            **common,
+        pg_holder(
             key="4242",
             job="nightly_billing",
             granted=False,
@@ -151,8 +153,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             state_since=now - timedelta(minutes=2),
             query="select pg_advisory_lock(4242)",
         ),  # fmt: skip
-        Holder(
-            **common,
+        pg_holder(
             key="31337",
             job=None,
             granted=True,

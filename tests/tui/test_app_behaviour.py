@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from textual.binding import Binding
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
 
@@ -20,7 +21,9 @@ from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
+from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen
 from lockconsole.tui.widgets.holder_rows import holder_key
 from lockconsole.tui.widgets.holders import HoldersView
@@ -68,8 +71,34 @@ async def test_keys_from_the_config_file_rebind_by_binding_id(tmp_path: Any) -> 
 
 def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
     """`[keys]` is checked against config.keymap without loading the UI: the same ids."""
-    bound = {b.id: b.key for b in LockConsoleApp.BINDINGS if b.id in DEFAULT_KEYS}
+    bindings = [*LockConsoleApp.BINDINGS, *DashboardScreen.BINDINGS]
+    bound = {b.id: b.key for b in bindings if isinstance(b, Binding) and b.id in DEFAULT_KEYS}
     assert bound == DEFAULT_KEYS
+
+
+async def offered(app: LockConsoleApp) -> list[str]:
+    """The palette's actions, as if opened over the screen on top now."""
+    return [hit.text async for hit in ActionsProvider(app.screen).discover()]
+
+
+@sync
+async def test_a_screen_on_top_sees_only_the_app_keys_not_the_dashboards() -> None:
+    app = app_for(SampleConsole(), refresh=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert {"Trigger", "Group", "Help", "Quit"} <= set(await offered(app))
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.press("g", "t", "slash")  # the dashboard's keys: nothing happens
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.group_by == "job"
+        actions = {b.binding.action for b in app.screen.active_bindings.values()}
+        assert "close" in actions and not actions & {"group", "trigger", "filter", "app.help"}
+        assert await offered(app) == ["Quit"]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.dashboard, what="back on the dashboard")
+        await pilot.press("g")
+        await until(pilot, lambda: app.group_by == "session", what="g groups again")
 
 
 class SlowConsole(SampleConsole):
@@ -127,7 +156,7 @@ async def test_a_failing_refresh_shows_the_banner_keeps_data_and_recovers() -> N
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         console.fail = True
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot, expect_failure=True)  # the app shows it (Worker.StateChanged)
         banner = app.query_one("#banner", Static)
         assert banner.has_class("-shown")
@@ -135,7 +164,7 @@ async def test_a_failing_refresh_shows_the_banner_keeps_data_and_recovers() -> N
         assert "last good data, from 02:15:00" in str(banner.render())
         assert app.query_one(HoldersView).model.total == 5 and app.query_one(HoldersView).dimmed
         console.fail = False
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         assert not banner.has_class("-shown") and not app.query_one(HoldersView).dimmed
 
@@ -154,14 +183,14 @@ async def test_history_updates_in_place_and_keeps_the_cursor_on_its_row() -> Non
         runs = list(snap.runs)
         runs[0] = replace(runs[0], message="still billing")  # a cell changes
         console.set_snapshot(replace(snap, runs=tuple(runs)))
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         assert selected_key(table) == key and table.cursor_row == 4
         newer = replace(runs[0], id=999, slot=FROZEN_NOW, started_at=FROZEN_NOW,
                         instance="web-9", job="report_export")  # fmt: skip
         slots = (replace(snap.slots[0], job="report_export", slot=FROZEN_NOW), *snap.slots)
         console.set_snapshot(replace(snap, runs=(newer, *runs), slots=slots))
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         assert selected_key(table) == key and table.cursor_row == 5  # a row came in above
 
@@ -182,7 +211,7 @@ async def test_holders_view_at_10k_rows_paints_only_what_shows_and_keeps_the_cur
         churned = [replace(h, key=str(int(h.key) + 5_000_000)) if i % 100 == 7 else h
                    for i, h in enumerate(holders)]  # fmt: skip
         console.set_snapshot(replace(console.snapshot(), holders=tuple(churned)))
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         assert view.model.total == 10_000
         assert holder_key(view.selected_holder) == holder_key(chosen)
@@ -206,7 +235,7 @@ async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line(
             return painted == 0
 
         await until(pilot, idle, what="the first paint to finish")
-        app.action_refresh()  # the same holders, the same clock
+        app.refresh_now()  # the same holders, the same clock
         await settle(app, pilot)
         assert view.painted == 0
         first = view.model.rows[0]
@@ -216,12 +245,12 @@ async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line(
             view.model.rows[top].holder, application_name="changed-app"
         )
         console.set_snapshot(replace(console.snapshot(), holders=tuple(changed)))
-        app.action_refresh()  # one visible holder changed: the view repaints
+        app.refresh_now()  # one visible holder changed: the view repaints
         await settle(app, pilot)
         assert view.painted > 0 and view.model.rows[0] == first
         view.painted = 0
         now[0] = FROZEN_NOW + timedelta(hours=3)  # every age on screen changes
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         assert view.painted > 0
 

@@ -77,7 +77,7 @@ async def refresh_until(app: LockConsoleApp, pilot: Any, check: Callable[[], Any
     """Refresh (as the `r` key does) until `check()` is true; Pilot does not wait for threads."""
     deadline = time.monotonic() + timeout
     while True:
-        app.action_refresh()
+        app.refresh_now()
         await settle(app, pilot)
         value = check()
         if value:
@@ -254,9 +254,9 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
             select_holder(app, holder)
             await pilot.press("x", "t")
             await pilot.pause()
-            await app.run_action("release")
-            app.action_trigger()
-            app.action_release()
+            await app.run_action("release", app.dashboard)
+            app.dashboard.action_trigger()
+            app.dashboard.action_release()
             await settle(app, pilot)
             assert not isinstance(app.screen, ReleaseModal | ConfirmModal)
             assert not any(w.group in ("release", "trigger") for w in app.workers)

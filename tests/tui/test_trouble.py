@@ -122,7 +122,7 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
             await pilot.pause()
             assert "loading" in rendered(app, "#status"), "the first frame is up, data follows"
             # the first snapshot waits on the silent port's connect timeout: keys still work
-            assert app._refresh_started is not None and app.snapshot is None
+            assert app.refresh_started is not None and app.snapshot is None
             for key, effect in (
                 ("2", lambda: app.focused is app.query_one(HoldersView)),
                 ("g", lambda: app.group_by == "session"),

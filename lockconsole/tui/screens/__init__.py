@@ -1,4 +1,5 @@
-"""The console's detail screens, pushed by the dashboard app.
+"""The console's screens. The dashboard (lockconsole.tui.screens.dashboard) is the app's
+default screen; the detail screens are pushed over it:
 
     DuplicatesScreen(console, job)               duplicate keys of the idempotency table
     TimelineScreen(snapshot, job, now=...)        every attempt per slot, one lane per instance

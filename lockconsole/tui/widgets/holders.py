@@ -234,7 +234,7 @@ class HoldersView(ScrollView, can_focus=True):
             cells = list(row.cells)
             cells[AGE_FIELD] = age(row.since, self.clock())
             text = columns.line(tuple(cells))
-        name = "group" if row.flag == "header" else ("" if row.flag == "held" else row.flag)
+        name: str = "group" if row.flag == "header" else ("" if row.flag == "held" else row.flag)
         if index == self.cursor:
             name = "cursor"
         return text, name
