@@ -104,8 +104,11 @@ def sample_runs() -> list[Run]:
                 runs.append(_run(rid, "nightly_billing", slot, instance, "skipped", 0.3 + 0.4 * i,
                                  0.01, message="lock held by another session"))  # fmt: skip
     nights: tuple[tuple[int, Outcome], ...] = (
-        (22, "succeeded"), (23, "lock_lost"), (0, "failed"), (1, "succeeded")
-    )  # fmt: skip
+        (22, "succeeded"),
+        (23, "lock_lost"),
+        (0, "failed"),
+        (1, "succeeded"),
+    )
     for hour, outcome in nights:
         day = 28 if hour >= 22 else 29
         slot = datetime(2026, 11, day, hour, 30, tzinfo=UTC)
@@ -126,8 +129,15 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
     since = datetime(2026, 11, 29, 2, 0, 0, 300000, tzinfo=UTC)
 
     def advisory(**fields: Any) -> Holder:  # a billing pg_locks advisory holder or waiter
-        return Holder(database="billing", datname="billing", user="billing", source="pg_locks",
-                      kind="advisory", key_kind="int64", **fields)  # fmt: skip
+        return Holder(
+            database="billing",
+            datname="billing",
+            user="billing",
+            source="pg_locks",
+            kind="advisory",
+            key_kind="int64",
+            **fields,
+        )
 
     return [
         advisory(
