@@ -52,7 +52,9 @@ def _parts(console: Any, snap: Any) -> str:
 
     jobs = list(console.config.jobs.values())
     runs = list(snap.runs)
-    ledger = median(timed(lambda: console._runs("main", snap.taken_at)) for _ in range(5))
+    ledger = median(
+        timed(lambda: console.connections.recent_runs("main", snap.taken_at)) for _ in range(5)
+    )
     stale = median(
         timed(lambda: mark_stale(snap.holders, jobs, runs, now=snap.taken_at,
                                  idle_threshold=console.settings.idle_threshold))
@@ -97,7 +99,7 @@ def run() -> list[Row]:
         holders = [raw_pg(application_name=f"bench-holder-{i}") for i in range(HOLDING_SESSIONS)]
         idle = [raw_pg(application_name=f"bench-idle-{i}") for i in range(idle_count)]
         held = 0
-        inspector = console._inspector("main", None)
+        inspector = console.connections.inspector("main", None)
         jobs = list(cfg.jobs.values())
         for level in LEVELS:
             per = level // HOLDING_SESSIONS

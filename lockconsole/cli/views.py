@@ -11,16 +11,20 @@ import json
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.model.errors import UsageError
 from lockconsole.text.safe import shown
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.model.views import Holder
 
 EXIT_ALERTS = 1
 EXIT_NOT_RELEASED = 1
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("locks", help="who holds or waits for each lock, in every database")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--job", metavar="NAME", help="only this job's holders")
@@ -80,7 +84,7 @@ MAX_LIMIT = 100_000
 MAX_ID = 2**63 - 1
 
 
-def cmd_locks(console: Any, args: argparse.Namespace) -> int:
+def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
     if args.job is not None:
         console.config.job(args.job)  # an unknown job is an error, not an empty list
     snap = console.snapshot(duplicates=False)
@@ -98,7 +102,7 @@ def cmd_locks(console: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_history(console: Any, args: argparse.Namespace) -> int:
+def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIMIT:
         raise UsageError(f"history: --limit must be at least 1 and at most {MAX_LIMIT}")
     runs = console.history(args.job, limit=args.limit)
@@ -111,7 +115,7 @@ def cmd_history(console: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dupes(console: Any, args: argparse.Namespace) -> int:
+def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
     if args.page < 0 or args.page_size < 1:
         raise UsageError("dupes: --page must be >= 0 and --page-size >= 1")
     spec = console.config.job(args.job).idempotency
@@ -145,7 +149,7 @@ def cmd_dupes(console: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_release(console: Any, args: argparse.Namespace) -> int:
+def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
     from lockconsole.console.facade import ReadOnlyError
 
     if console.read_only:
@@ -172,7 +176,7 @@ def cmd_release(console: Any, args: argparse.Namespace) -> int:
     return 0 if result.status == "released" else EXIT_NOT_RELEASED
 
 
-def cmd_check(console: Any, args: argparse.Namespace) -> int:
+def cmd_check(console: ConsoleFacade, args: argparse.Namespace) -> int:
     snap = console.snapshot(duplicates=not args.no_duplicates)
     problems = list(snap.alerts)
     if args.json:
@@ -187,7 +191,7 @@ def cmd_check(console: Any, args: argparse.Namespace) -> int:
     return EXIT_ALERTS if problems or snap.errors else 0
 
 
-def _confirm(holder: Any) -> bool:
+def _confirm(holder: Holder) -> bool:
     if not sys.stdin.isatty():
         raise UsageError("release: no terminal to confirm on; add --yes")
     expected = holder.job or holder.key

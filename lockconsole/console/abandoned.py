@@ -17,10 +17,10 @@ ran out. Whoever sees one (the console's refresh, `check`, the alerts) closes it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect
@@ -28,6 +28,9 @@ from lockconsole.console.reports import format_slot
 from lockconsole.model.jobs import Database, Job, Run
 from lockconsole.model.keys import pg_locks_identity
 from lockconsole.model.views import Alert, Holder
+
+if TYPE_CHECKING:
+    from lockconsole.backends.ledger.store import Ledger
 
 log = logging.getLogger("lockconsole.console.facade")
 MAX_CHECKS = 20  # fresh checks per sweep (each opens a connection to the job's database)
@@ -89,8 +92,8 @@ def _lease_free(job: Job, database: Database, run: Run) -> bool:
         lease.close()
 
 
-def sweep(runs: list[Run], holders: Iterable[Holder], jobs: dict[str, Job],
-          database_of: Callable[[Job], Database | None], ledger_of: Callable[[Job], Any],
+def sweep(runs: list[Run], holders: Iterable[Holder], jobs: Mapping[str, Job],
+          database_of: Callable[[Job], Database | None], ledger_of: Callable[[Job], Ledger],
           *, close: bool, now: datetime) -> tuple[list[Run], list[Alert]]:  # fmt: skip
     """Close (when `close`) the attempts left acquired with their lock free; the runs as they
     are now, and one "abandoned" alert per attempt found."""

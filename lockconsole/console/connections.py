@@ -1,130 +1,108 @@
-"""How the Console waits on its databases: a time budget per snapshot and at most one
-outstanding call per database, so a stopped or silent database never holds the others up
-and hung threads never pile up.
+"""The Console's connections and the reads it makes over them.
 
-Every console connection carries `Timeouts` (connect + statement, from [console]); on top
-of that a snapshot waits at most `budget` seconds for a database. A database that was down
-in the last snapshot is waited for only as long as the healthy ones take (at least GRACE):
-its call keeps running and its answer, when it comes, is used by the next snapshot. While a
-database's call is still running, no new one is started for it.
+One Connections object keeps every connection the console opens (an inspector per database or
+lease table, a Ledger per ledger database, a pooled SQLAlchemy engine per database for the
+duplicate inspector, what was learnt about a pooler) and reads through them under the rules of
+`waits`: a time budget per snapshot, at most one outstanding call per database, the databases
+that were down in the last snapshot waited for only briefly, and each one's last real error.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
-from collections.abc import Callable, Hashable, Iterable
-from concurrent.futures import Executor, Future, wait
+from collections.abc import Hashable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from lockconsole.backends.connect import Timeouts
-from lockconsole.backends.inspect import Inspector
-from lockconsole.config.settings import ConsoleSettings
-from lockconsole.model.jobs import Database
+from lockconsole.backends.inspect import HolderList, Inspector
+from lockconsole.config.loader import Config
+from lockconsole.config.urls import scrub
+from lockconsole.console.waits import Call, Calls, budget_of, pending_text, timeouts_of, wait_for
+from lockconsole.model.errors import DatabaseError
+from lockconsole.model.jobs import Database, Run
+from lockconsole.model.views import Alert
 
-GRACE = 1.0  # seconds a snapshot waits for a database that was down in the last one
-MARGIN = 1.0  # seconds over connect + statement timeout before a call counts as hung
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.backends.postgres.pooler import PoolerInfo
 
-def timeouts_of(settings: ConsoleSettings) -> Timeouts:
-    return Timeouts(connect=settings.connect_timeout.total_seconds(),
-                    statement=settings.statement_timeout.total_seconds())  # fmt: skip
-
-
-def budget_of(settings: ConsoleSettings) -> float:
-    """Seconds a snapshot waits for one database's answer before giving up on it."""
-    limits = timeouts_of(settings)
-    return limits.connect + limits.statement + MARGIN
+log = logging.getLogger("lockconsole.console.facade")
+T = TypeVar("T")
+Target = tuple[str, str | None]  # (database, lease table or None): where holders are seen
+Holders = tuple[HolderList, set[int] | None]  # a target's holders, and its orphaned pooled pids
 
 
 @dataclass
-class Call:
-    """One database read running in the pool."""
+class Reads:
+    """What one round of reads brought back: per target, per ledger, and per database down."""
 
-    future: Future[Any]
-    started: float = field(default_factory=time.monotonic)
-    carried: bool = False  # started by an earlier snapshot that stopped waiting for it
-    timed_out: bool = False  # ran past the budget (its own error is then beside the point)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
+    holders: dict[Target, Holders] = field(default_factory=dict)
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # database -> why it has no answer
 
 
-class Calls:
-    """At most one outstanding call per key (a database, a lease table, a ledger)."""
+class Connections:
+    """The console's kept connections, and its reads of holders and runs within a budget."""
 
-    def __init__(self, pool: Executor) -> None:
-        self._pool = pool
+    def __init__(self, config: Config, pool: Executor, *, ledger_application_name: str) -> None:
+        self.config = config
+        self.ledger_application_name = ledger_application_name  # names its ledger sessions
+        self.settings = config.console
+        self.timeouts: Timeouts = timeouts_of(self.settings)  # on every connection opened
+        self.budget: float = budget_of(self.settings)  # seconds a snapshot waits for a database
+        self.calls = Calls(pool)  # at most one outstanding read per database
         self._lock = threading.Lock()
-        self._open: dict[Hashable, Call] = {}  # key -> a call whose answer is not used yet
+        self._inspectors: dict[Target, Inspector] = {}
+        self._ledgers: dict[str, Ledger] = {}  # one kept Ledger per ledger database
+        self._engines: dict[str, Engine] = {}  # one pooled engine per database
+        self._pooler: dict[str, PoolerInfo] = {}  # detected by a database's holders() worker
+        self._down: set[str] = set()  # databases with an error in the last snapshot
+        self._last_errors: dict[str, str] = {}  # database -> its last real error
 
-    def start(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> Call:
-        """A new call, or the one an earlier snapshot left behind (running or answered)."""
-        with self._lock:
-            call = self._open.get(key)
-            if call is not None and not (call.timed_out and call.future.done()):
-                call.carried = True
-                return call
-            call = self._open[key] = Call(self._pool.submit(fn, *args))
-            return call
+    # --- one round of reads --------------------------------------------------------------
 
-    def used(self, key: Hashable, call: Call) -> None:
-        """The call's answer was used: the next snapshot starts a new one."""
-        with self._lock:
-            if self._open.get(key) is call:
-                del self._open[key]
+    def targets(self) -> list[Target]:
+        """(database, lease table or None) for every place where holders can be seen."""
+        targets: set[Target] = set()
+        for db in self.config.databases.values():
+            if db.url.dialect in ("postgresql", "mysql", "redis"):
+                targets.add((db.name, None))
+        for job in self.config.jobs.values():
+            if job.strategy == "lease":
+                targets.add((job.database, job.lease_table))
+        return sorted(targets, key=lambda t: (t[0], t[1] or ""))
 
-    def running(self) -> int:
-        with self._lock:
-            return sum(not c.future.done() for c in self._open.values())
+    def read(self, targets: list[Target], ledgers: list[str], now: datetime) -> Reads:
+        """Holders of every target and recent runs of every ledger, in parallel, within the
+        budget; a database without an answer (error, or still waiting) is in `errors`."""
+        budget, down = self.budget, self._down
+        holder_calls = {t: self.calls.start(("holders", *t), self.holders, *t) for t in targets}
+        run_calls = {n: self.calls.start(("runs", n), self.recent_runs, n, now) for n in ledgers}
+        wait_for([*((c, t[0] in down) for t, c in holder_calls.items()),
+                  *((c, n in down) for n, c in run_calls.items())], budget)  # fmt: skip
+        reads = Reads()
+        for target, holder_call in holder_calls.items():
+            listed = self._answer(("holders", *target), holder_call, target[0], reads.errors)
+            if listed is not None:
+                reads.holders[target] = listed
+        for name, run_call in run_calls.items():
+            runs = self._answer(("runs", name), run_call, name, reads.errors)
+            if runs is not None:
+                reads.runs[name] = runs
+        self._down = set(reads.errors)
+        self._last_errors = {k: v for k, v in self._last_errors.items() if k in reads.errors}
+        return reads
 
-
-def wait_for(calls: Iterable[tuple[Call, bool]], budget: float) -> None:
-    """Wait for (call, was_down) pairs: the healthy ones up to `budget` seconds, the rest up
-    to when the healthy ones are done (at least GRACE after they started, never past it)."""
-    started = time.monotonic()
-    healthy, others = [], []
-    for call, was_down in calls:
-        if call.carried:
-            continue  # already waited for by an earlier snapshot
-        (others if was_down else healthy).append(call.future)
-    if healthy:
-        wait(healthy, timeout=budget)
-    if others:
-        now = time.monotonic()
-        until = min(started + budget, max(started + GRACE, now))
-        wait(others, timeout=max(0.0, until - now))
-
-
-def pending_text(call: Call, budget: float, last_error: str | None) -> str:
-    """What a database whose call has not answered yet shows."""
-    waited = call.elapsed()
-    if call.timed_out or waited >= budget:
-        return f"no answer within {budget:g} s"
-    text = (
-        f"still waiting for the last answer ({waited:.0f} s)"
-        if call.carried
-        else f"no answer yet ({waited:.0f} s)"
-    )
-    return f"{text}; last error: {last_error}" if last_error else text
-
-
-class WaitsMixin:
-    """Console's handling of one database's answer, or of its absence."""
-
-    _calls: Calls
-    _lock: threading.Lock
-    _ledgers: dict[str, Any]
-    _inspectors: dict[tuple[str, str | None], Inspector]
-    _last_errors: dict[str, str]
-
-    def _error_text(self, db_name: str, exc: BaseException) -> str:
-        raise NotImplementedError
-
-    def _answer(self, key: tuple[Any, ...], call: Call, db_name: str, budget: float,
-                errors: dict[str, str]) -> Any:  # fmt: skip
+    def _answer(self, key: tuple[Hashable, ...], call: Call[T], db_name: str,
+                errors: dict[str, str]) -> T | None:  # fmt: skip
         """The call's result; or None, with the database's error (or wait) put in `errors`."""
+        budget = self.budget
         if not call.future.done():
             if not call.timed_out and call.elapsed() >= budget:
                 call.timed_out = True
@@ -132,27 +110,184 @@ class WaitsMixin:
             text = pending_text(call, budget, self._last_errors.get(db_name))
             errors.setdefault(db_name, text)
             return None
-        self._calls.used(key, call)
+        self.calls.used(key, call)
         exc = call.future.exception()
         if exc is None:
             return call.future.result()
         if call.timed_out:
             errors.setdefault(db_name, f"no answer within {budget:g} s")
         else:
-            text = errors.setdefault(db_name, self._error_text(db_name, exc))
+            text = errors.setdefault(db_name, self.error_text(db_name, exc))
             self._last_errors[db_name] = text
         return None
 
-    def _give_up(self, key: tuple[Any, ...]) -> None:
+    def _give_up(self, key: tuple[Hashable, ...]) -> None:
         """A read ran past its budget: end its statement if we can, reconnect next time."""
         with self._lock:
             if key[0] == "runs":
-                self._ledgers.pop(key[1], None)  # its thread closes it when it ends
+                self._ledgers.pop(str(key[1]), None)  # its thread closes it when it ends
                 return
-            inspector = self._inspectors.pop(key[1:], None)
+            db_name, table = key[1], key[2]
+            assert isinstance(db_name, str) and (table is None or isinstance(table, str))
+            inspector = self._inspectors.pop((db_name, table), None)
         abort = getattr(inspector, "abort", None)
         if abort is not None:
             abort()
+
+    def error_text(self, db_name: str, exc: BaseException) -> str:
+        """One line for a database's error, its password scrubbed."""
+        db = self.config.databases.get(db_name)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, DatabaseError) or db is None:
+            return text if db is None else scrub(text, db.url)
+        return scrub(f"{type(exc).__name__}: {text}", db.url)
+
+    # --- holders -------------------------------------------------------------------------
+
+    def inspector(self, db_name: str, table: str | None) -> Inspector:
+        """The kept inspector of a database (table None) or of a lease table."""
+        with self._lock:
+            found = self._inspectors.get((db_name, table))
+            if found is not None:
+                return found
+        database = self.config.databases[db_name]
+        inspector = open_inspector(database, table, self.timeouts)
+        with self._lock:
+            self._inspectors[(db_name, table)] = inspector
+        return inspector
+
+    def holders(self, db_name: str, table: str | None) -> Holders:
+        """Holders, and (in the same worker thread) the database's orphaned pooled pids."""
+        inspector = self.inspector(db_name, table)
+        jobs = [j for j in self.config.jobs.values() if j.database == db_name]
+        try:
+            listed = inspector.holders(jobs)
+        except Exception:
+            with self._lock:  # drop it: the next snapshot reconnects
+                if self._inspectors.get((db_name, table)) is inspector:
+                    del self._inspectors[(db_name, table)]
+            try:
+                inspector.close()
+            except Exception:
+                pass
+            raise
+        return listed, (None if table else self._orphans_of(self.config.databases[db_name]))
+
+    def _orphans_of(self, db: Database) -> set[int] | None:
+        """Pids of `db`'s pooled server connections with no client; None if none or unknown."""
+        info = self._pooler_info(db)
+        if info is None or not info.detected:
+            return None
+        from lockconsole.backends.postgres.pooler import orphaned_server_pids
+
+        try:
+            return orphaned_server_pids(db.url)
+        except Exception as exc:
+            log.debug("orphaned server pids of %s: %s", db.name, exc)
+            return None
+
+    def _pooler_info(self, db: Database) -> PoolerInfo | None:
+        if db.url.dialect != "postgresql":
+            return None
+        if db.name not in self._pooler:
+            from lockconsole.backends.postgres.pooler import detect_pooler
+
+            try:
+                self._pooler[db.name] = detect_pooler(db.url)
+            except Exception as exc:
+                log.debug("pooler detection on %s failed: %s", db.name, exc)
+                return None
+        return self._pooler[db.name]
+
+    def pooler_alerts(self) -> list[Alert]:
+        """One alert per job a detected pooler endangers (pooler facts from holders())."""
+        from lockconsole.backends.postgres.pooler import pooler_warnings
+
+        out = []
+        for db in self.config.databases.values():
+            info = self._pooler.get(db.name)
+            if info is None:
+                continue
+            jobs = [j for j in self.config.jobs.values() if j.database == db.name]
+            for warning in pooler_warnings(jobs, db, info):
+                out.append(Alert("pooler", None, warning, database=db.name))
+        return out
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def ledger(self, name: str) -> Ledger:
+        """The kept Ledger of ledger database `name` (its engine and connection stay open)."""
+        from lockconsole.backends.ledger.store import Ledger
+
+        with self._lock:
+            ledger = self._ledgers.get(name)
+            if ledger is None:
+                ledger = self._ledgers[name] = Ledger(
+                    self.config.databases[name],
+                    application_name=self.ledger_application_name,
+                    timeouts=self.timeouts,
+                )
+            return ledger
+
+    def read_runs(self, name: str, job: str | None = None, *, since: datetime | None = None,
+                  limit: int = 200) -> list[Run]:  # fmt: skip
+        """Attempts from ledger database `name`, newest first; a failed ledger is reopened."""
+        ledger = self.ledger(name)
+        try:
+            runs = ledger.runs(job, since=since, limit=limit)
+        except Exception:
+            with self._lock:  # drop it: the next read reconnects
+                if self._ledgers.get(name) is ledger:
+                    del self._ledgers[name]
+            try:
+                ledger.close()
+            except Exception:
+                pass
+            raise
+        with self._lock:
+            orphaned = self._ledgers.get(name) is not ledger  # given up on while it ran
+        if orphaned:
+            ledger.close()
+        return runs
+
+    def recent_runs(self, name: str, now: datetime) -> list[Run]:
+        """The runs a snapshot shows: within [console] lookback, at most history_limit."""
+        return self.read_runs(name, since=now - self.settings.lookback,
+                              limit=self.settings.history_limit)  # fmt: skip
+
+    # --- SQL homes and engines -----------------------------------------------------------
+
+    def sql_home(self, db: Database) -> Database:
+        """Where `db`'s audit and idempotency tables live: Redis has none, the ledger's SQL has."""
+        if db.url.dialect == "redis" and self.config.ledger_database:
+            return self.config.databases[self.config.ledger_database]
+        return db
+
+    def engine(self, db: Database) -> Engine:
+        """One pooled SQLAlchemy engine per database, for the duplicate inspector."""
+        with self._lock:
+            engine = self._engines.get(db.name)
+            if engine is None:
+                from lockconsole.backends.sa import engine_for
+
+                engine = self._engines[db.name] = engine_for(
+                    db.url, pool_pre_ping=True, timeouts=self.timeouts
+                )
+            return engine
+
+    def close(self) -> None:
+        """Close every kept inspector and ledger and dispose of every engine."""
+        with self._lock:
+            kept: list[Inspector | Ledger] = [*self._inspectors.values(), *self._ledgers.values()]
+            self._inspectors.clear()
+            self._ledgers.clear()
+        for inspector_or_ledger in kept:
+            try:
+                inspector_or_ledger.close()
+            except Exception:
+                pass
+        for engine in self._engines.values():
+            engine.dispose()
 
 
 def open_inspector(database: Database, table: str | None, timeouts: Timeouts) -> Inspector:

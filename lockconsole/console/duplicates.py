@@ -5,111 +5,106 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import wait
-from typing import Any
+from concurrent.futures import Executor, Future, wait
+from typing import TYPE_CHECKING, Any
 
-from lockconsole.console.connections import budget_of
+from lockconsole.config.loader import Config
+from lockconsole.console.connections import Connections
 from lockconsole.model.errors import ConfigError
-from lockconsole.model.jobs import Job
+from lockconsole.model.jobs import Database, Idempotency, Job
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
 
 log = logging.getLogger("lockconsole.console.facade")
 
 
-class DuplicatesMixin:
-    """Part of Console: everything that reads a job's idempotency table."""
+class Duplicates:
+    """Everything that reads a job's idempotency table, and the latest scan of each."""
 
-    config: Any
-    settings: Any
-    _lock: Any
-    _pool: Any
-    _engines: dict[str, Any]
-    _dup_cache: dict[str, Any]
-    _dup_pending: dict[str, Any]
-    _dup_checked: dict[str, float]
-    _timeouts: Any
+    def __init__(self, config: Config, connections: Connections, pool: Executor) -> None:
+        self.config = config
+        self.settings = config.console
+        self._connections = connections
+        self._pool = pool
+        self._cache: dict[str, DuplicateSummary] = {}  # job -> the latest summary
+        self._pending: dict[str, Future[DuplicateSummary]] = {}  # job -> the scan under way
+        self._checked: dict[str, float] = {}  # job -> monotonic time of the last scan
 
-    def _db(self, job: str) -> Any:
-        raise NotImplementedError
-
-    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
+    def page(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
         """One page of the job's duplicate groups (paged by the database)."""
         from lockconsole.backends import duplicates
 
         spec = self._idempotency(job)
         return duplicates.groups(self._engine(job), spec, page=page, page_size=page_size)
 
-    def duplicate_summary(self, job: str) -> Any:
+    def summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends import duplicates
 
         return duplicates.summary(self._engine(job), self._idempotency(job))
 
-    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
+    def rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
         from lockconsole.backends import duplicates
 
         return duplicates.rows(self._engine(job), self._idempotency(job), key)
 
-    def duplicate_ddl(self, job: str) -> str:
+    def ddl(self, job: str) -> str:
         from lockconsole.backends import duplicates
 
         spec = self._idempotency(job)
         found = duplicates.summary(self._engine(job), spec)
-        return duplicates.fix_ddl(self._db(job).url.dialect, spec, found)
+        return duplicates.fix_ddl(self._database(job).url.dialect, spec, found)
 
-    def export_duplicates(self, job: str, path: str) -> int:
+    def export(self, job: str, path: str) -> int:
         """Write every duplicate row of the job's idempotency table to a CSV file; row count."""
         from lockconsole.backends import duplicates
 
         with open(path, "w", newline="", encoding="utf-8") as out:
             return duplicates.export_csv(self._engine(job), self._idempotency(job), out)
 
-    def _duplicate_counts(self, jobs: list[Job], *, force: bool) -> dict[str, Any]:
+    def counts(self, jobs: list[Job], *, force: bool) -> dict[str, DuplicateSummary]:
         """Duplicate summaries per job: fresh when forced, else the latest background scan."""
         wanted = [j for j in jobs if j.idempotency]
         if force:
-            futures = {j.name: self._pool.submit(self._duplicate_count, j) for j in wanted}
-            wait(futures.values(), timeout=budget_of(self.settings))
+            futures = {j.name: self._pool.submit(self._count, j) for j in wanted}
+            wait(futures.values(), timeout=self._connections.budget)
             for name, future in futures.items():
                 try:
-                    self._dup_cache[name] = future.result(timeout=0)
+                    self._cache[name] = future.result(timeout=0)
                 except Exception as exc:
                     log.warning("duplicates of %s: %s", name, exc)
-            return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
+            return {j.name: self._cache[j.name] for j in wanted if j.name in self._cache}
         clock = time.monotonic()
         every = self.settings.duplicates_every.total_seconds()
         for job in wanted:
-            pending = self._dup_pending.get(job.name)
+            pending = self._pending.get(job.name)
             if pending is not None and pending.done():
-                del self._dup_pending[job.name]
+                del self._pending[job.name]
                 try:
-                    self._dup_cache[job.name] = pending.result()
+                    self._cache[job.name] = pending.result()
                 except Exception as exc:
                     log.warning("duplicates of %s: %s", job.name, exc)
-            due = clock - self._dup_checked.get(job.name, float("-inf")) >= every
-            if job.name not in self._dup_pending and due:
-                self._dup_checked[job.name] = clock
-                self._dup_pending[job.name] = self._pool.submit(self._duplicate_count, job)
-        return {j.name: self._dup_cache[j.name] for j in wanted if j.name in self._dup_cache}
+            due = clock - self._checked.get(job.name, float("-inf")) >= every
+            if job.name not in self._pending and due:
+                self._checked[job.name] = clock
+                self._pending[job.name] = self._pool.submit(self._count, job)
+        return {j.name: self._cache[j.name] for j in wanted if j.name in self._cache}
 
-    def _duplicate_count(self, job: Job) -> Any:
+    def _count(self, job: Job) -> DuplicateSummary:
         from lockconsole.backends import duplicates
 
         assert job.idempotency is not None
         return duplicates.summary(self._engine(job.name), job.idempotency)
 
-    def _engine(self, job: str) -> Any:
-        """One pooled SQLAlchemy engine per database, for the duplicate inspector."""
-        db = self._db(job)
-        with self._lock:
-            engine = self._engines.get(db.name)
-            if engine is None:
-                from lockconsole.backends.sa import engine_for
+    def _database(self, job: str) -> Database:
+        return self._connections.sql_home(self.config.database_for(self.config.job(job)))
 
-                engine = self._engines[db.name] = engine_for(
-                    db.url, pool_pre_ping=True, timeouts=self._timeouts
-                )
-            return engine
+    def _engine(self, job: str) -> Engine:
+        return self._connections.engine(self._database(job))
 
-    def _idempotency(self, job: str) -> Any:
+    def _idempotency(self, job: str) -> Idempotency:
         spec = self.config.job(job).idempotency
         if spec is None:
             raise ConfigError(f"job {job!r} has no [jobs.{job}.idempotency] table and key")

@@ -120,10 +120,10 @@ def slot_reports(
             earliest[run.job] = seen
     reports: list[SlotReport] = []
     covered: set[tuple[str, datetime]] = set()
-    for (job, slot, manual), group in groups.items():
-        report = _report(job, slot, group, now)
+    for (job_name, slot, manual), group in groups.items():
+        report = _report(job_name, slot, group, now)
         if not manual:
-            covered.add((job, slot))
+            covered.add((job_name, slot))
         if report.status == "running" or (
             slot >= window_start
             # a slot every instance skipped is missed once due; a skipped manual run is not

@@ -13,14 +13,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.model.jobs import Idempotency, Outcome, Run
 from lockconsole.model.slots import next_fire
 from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, Snapshot
+
+if TYPE_CHECKING:
+    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.engine.stopping import Stop
 
 FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -100,8 +104,11 @@ def sample_runs() -> list[Run]:
                 runs.append(_run(rid, "nightly_billing", slot, instance, "skipped", 0.3 + 0.4 * i,
                                  0.01, message="lock held by another session"))  # fmt: skip
     nights: tuple[tuple[int, Outcome], ...] = (
-        (22, "succeeded"), (23, "lock_lost"), (0, "failed"), (1, "succeeded"),
-    )  # fmt: skip
+        (22, "succeeded"),
+        (23, "lock_lost"),
+        (0, "failed"),
+        (1, "succeeded"),
+    )
     for hour, outcome in nights:
         day = 28 if hour >= 22 else 29
         slot = datetime(2026, 11, day, hour, 30, tzinfo=UTC)
@@ -120,10 +127,20 @@ def sample_runs() -> list[Run]:
 
 def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
     since = datetime(2026, 11, 29, 2, 0, 0, 300000, tzinfo=UTC)
-    pg_holder = partial(Holder, database="billing", datname="billing", user="billing",
-                        source="pg_locks", kind="advisory", key_kind="int64")  # fmt: skip
+
+    def advisory(**fields: Any) -> Holder:  # a billing pg_locks advisory holder or waiter
+        return Holder(
+            database="billing",
+            datname="billing",
+            user="billing",
+            source="pg_locks",
+            kind="advisory",
+            key_kind="int64",
+            **fields,
+        )
+
     return [
-        pg_holder(
+        advisory(
             key="4242",
             job="nightly_billing",
             granted=True,
@@ -139,7 +156,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             instance="web-1",
             run_id=810,
         ),  # fmt: skip
-        pg_holder(
+        advisory(
             key="4242",
             job="nightly_billing",
             granted=False,
@@ -153,7 +170,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             state_since=now - timedelta(minutes=2),
             query="select pg_advisory_lock(4242)",
         ),  # fmt: skip
-        pg_holder(
+        advisory(
             key="31337",
             job=None,
             granted=True,
@@ -251,7 +268,7 @@ def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
 
 
 class SampleConsole:
-    """The Console facade's surface over the fixed data set (no database behind it)."""
+    """The Console facade's surface (ConsoleFacade) over the fixed data set (no database)."""
 
     def __init__(self, *, read_only: bool = False, holders: list[Holder] | None = None) -> None:
         self.config = sample_config()
@@ -263,7 +280,7 @@ class SampleConsole:
         self.released: list[Holder] = []
         self.triggered: list[str] = []
 
-    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
+    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         with self._lock:
             return self._snapshot
 
@@ -273,6 +290,18 @@ class SampleConsole:
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
+
+    def find_holders(self, *, pid: int | None = None, job: str | None = None,
+                     database: str | None = None) -> list[Holder]:  # fmt: skip
+        with self._lock:
+            holders = self._snapshot.holders
+        return [
+            h for h in holders
+            if h.granted
+            and (pid is None or h.pid == pid)
+            and (job is None or h.job == job)
+            and (database is None or h.database == database)
+        ]  # fmt: skip
 
     def release(self, holder: Holder) -> ReleaseResult:
         from lockconsole.console.facade import ReadOnlyError
@@ -286,7 +315,7 @@ class SampleConsole:
         return ReleaseResult("released", f"pid {holder.pid} terminated in 12 ms", holder)
 
     def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None, stop: Any = None) -> Run:  # fmt: skip
+                instance: str | None = None, stop: Stop | None = None) -> Run:  # fmt: skip
         from lockconsole.console.facade import ReadOnlyError
 
         if self.read_only:
@@ -298,12 +327,12 @@ class SampleConsole:
         return _run(999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3,
                     trigger="manual")  # fmt: skip
 
-    def duplicate_summary(self, job: str) -> Any:
+    def duplicate_summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends.duplicates import DuplicateSummary
 
         return DuplicateSummary(groups=120, surplus_rows=240, has_unique_key=False)
 
-    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> Any:
+    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
         from lockconsole.backends.duplicates import DuplicatePage
 
         groups = sample_duplicates()
@@ -333,3 +362,9 @@ class SampleConsole:
 
     def close(self) -> None:
         pass
+
+
+if TYPE_CHECKING:
+
+    def _is_a_facade(console: SampleConsole) -> ConsoleFacade:
+        return console  # mypy checks that SampleConsole satisfies the protocol

@@ -154,7 +154,7 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
 
             await until(pilot, fresh_snapshots, DEADLINE, "three more snapshots")
             # one holders read and one ledger read of the silent database at most, never more
-            assert console._calls.running() <= 2
+            assert console.connections.calls.running() <= 2
             assert "silent" in app.errors and "pg" not in app.errors
     finally:
         holder.close()
@@ -248,7 +248,12 @@ async def test_a_cut_while_a_statement_is_in_flight_recovers(
             await until(pilot, lambda: not app.errors, 20, "recovery")
             assert holder_pids(app, job)
             await pilot.press("p")  # no new refresh: the read cut in flight must have ended
-            await until(pilot, lambda: console._calls.running() == 0, DEADLINE, "no read in flight")
+            await until(
+                pilot,
+                lambda: console.connections.calls.running() == 0,
+                DEADLINE,
+                "no read in flight",
+            )
             assert app.paused and not app.errors
     finally:
         blocker.close()

@@ -1,0 +1,63 @@
+"""What the CLI and the TUI may ask of a console: the Console facade's public surface.
+
+Console (over real databases) and tui.sample.SampleConsole (over a fixed data set) both
+satisfy ConsoleFacade; callers type against it, not against either class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.inspect import ReleaseResult
+    from lockconsole.config.loader import Config
+    from lockconsole.engine.stopping import Stop
+    from lockconsole.model.jobs import Run
+    from lockconsole.model.views import Holder, Snapshot
+
+
+class ConsoleFacade(Protocol):
+    """Snapshots, history, actions and the duplicate inspector over one configuration."""
+
+    config: Config
+    read_only: bool  # every mutation (trigger, release) raises ReadOnlyError
+
+    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
+        """Everything at one moment; duplicates: True scans now, False skips, None = latest."""
+        ...
+
+    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
+        """Recent attempts, newest first, of every job or of `job`."""
+        ...
+
+    def find_holders(self, *, pid: int | None = None, job: str | None = None,
+                     database: str | None = None) -> list[Holder]:  # fmt: skip
+        """Granted holders matching a pid or a job, from a fresh snapshot."""
+        ...
+
+    def release(self, holder: Holder) -> ReleaseResult:
+        """Force-release `holder` if it still holds that key (audited)."""
+        ...
+
+    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
+                instance: str | None = None, stop: Stop | None = None) -> Run:  # fmt: skip
+        """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
+        """One page of the job's duplicate groups."""
+        ...
+
+    def duplicate_summary(self, job: str) -> DuplicateSummary: ...
+
+    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]: ...
+
+    def duplicate_ddl(self, job: str) -> str: ...
+
+    def export_duplicates(self, job: str, path: str) -> int:
+        """Every duplicate row of the job's idempotency table to a CSV file; the row count."""
+        ...
+
+    def close(self) -> None: ...
