@@ -190,13 +190,19 @@ class Scheduler:
                 self._stops.pop(threading.current_thread(), None)
 
 
-_BACKENDS = {"pg-session": "postgres", "pg-xact": "postgres", "mysql": "mysql", "lease": "lease"}
+_BACKENDS = {
+    "pg-session": "postgres",
+    "pg-xact": "postgres",
+    "mysql": "mysql",
+    "lease": "lease",
+    "redis": "redis",
+}
 
 
 def _import_run_path(jobs: Sequence[Job]) -> None:
     """Import what an attempt needs now, so the first firing does not spend its time importing."""
     import importlib
 
-    importlib.import_module(".execute", __package__)
+    importlib.import_module("lockconsole.engine.execute")
     for name in {_BACKENDS.get(job.strategy) for job in jobs} - {None}:
-        importlib.import_module(f".backends.{name}", __package__)
+        importlib.import_module(f"lockconsole.backends.{name}.lock")
