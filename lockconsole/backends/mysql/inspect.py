@@ -1,6 +1,6 @@
 """MySQL/MariaDB user-level locks (GET_LOCK): list holders and waiters, force-release a holder.
 
-Holders are read from the best source this account can use (FACTS 7), detected once per
+Holders are read from the best source this account can use, detected once per
 inspector: performance_schema.metadata_locks (MySQL 8; MariaDB >= 10.5.2 with
 performance_schema=ON; shows waiters), else MariaDB's METADATA_LOCK_INFO plugin (granted locks
 only; waiters come from PROCESSLIST threads in state 'User lock', their name parsed from the

@@ -5,10 +5,10 @@ connected database with only the lock's columns, plus one row per session behind
 that session's pg_stat_activity columns, so a session holding 10,000 locks ships its query
 text once, not 10,000 times. Python joins them back into `Holder` values.
 
-`release()` terminates the holding session with terminate_pg_holder.sql, which signals the
-pid only if it still holds that key, granted, in this database, with the backend_start the
-operator saw (FACTS 3.4). pg_locks cannot tell whether the lock is session- or
-transaction-level (FACTS 1.5): terminating the session ends both.
+`release()` terminates the holding session with terminate_pg_holder.sql, which signals the pid only
+if it still holds that key, granted, in this database, with the backend_start the operator saw, so a
+pid reused meanwhile is never hit. pg_locks cannot tell whether the lock is session- or
+transaction-level: terminating the session ends both.
 """
 
 from __future__ import annotations
