@@ -13,7 +13,8 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
-from lockconsole.backends import Lock, open_lock
+from lockconsole.backends import Lock
+from lockconsole.backends.factory import open_lock
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt

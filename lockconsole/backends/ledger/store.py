@@ -37,18 +37,15 @@ from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TAB
 from lockconsole.backends.ledger.times import from_db, to_db
 from lockconsole.config.urls import redact, scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
-from lockconsole.model.jobs import Database, Run, evolve
+from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
 OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
-COLUMNS = (
-    "id", "job", "slot", "instance", "host", "pid", "trigger", "outcome", "started_at",
-    "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
-)  # fmt: skip
-_INSERT_COLUMNS = COLUMNS[1:]  # all but id
+COLUMNS = tuple(column.name for column in RUN_COLUMNS)
+_INSERT_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type != "id")
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
-_TIME_COLUMNS = ("slot", "started_at", "finished_at")
+_TIME_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
 # PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
 # sync, lost during read, MariaDB "connection was killed", MySQL 8 inactivity disconnect.
 _MYSQL_GONE = {2006, 2013, 2014, 2055, 1927, 4031}
@@ -216,7 +213,7 @@ class Ledger:
             )
         return evolve(
             run,
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             finished_at=finished_at,
             exit_code=exit_code,
             message=message,
