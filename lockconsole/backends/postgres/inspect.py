@@ -26,6 +26,7 @@ from typing import Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.connect import Timeouts, connect_pg, first_line
+from lockconsole.backends.errors import classify
 from lockconsole.backends.inspect import HolderList, ReleaseResult
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
@@ -262,7 +263,7 @@ class PgInspector:
             if conn.closed or conn.broken:
                 raise self._fail("force-release", exc) from None
             text = scrub(first_line(exc), self.database.url)
-            if exc.sqlstate == "42501":
+            if classify(exc) == "denied":
                 return ReleaseResult("denied", _denied(text, user), holder)
             return ReleaseResult(
                 "error", f"force-release of pid {holder.pid} failed: {text}", holder
