@@ -10,11 +10,11 @@ never stale.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from lockconsole.model.fast import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
 from lockconsole.text.times import reading
@@ -180,18 +180,7 @@ def mark_stale(
 
 
 def _evolve(holder: Holder, **changes: object) -> Holder:
-    """`holder` with `changes` (itself when they change nothing); dataclasses.replace, faster.
-
-    replace() re-runs __init__ over all 28 fields (~10 us); a frozen Holder has no
-    __post_init__ or __slots__, so a copy of its __dict__ with the changes is the same value.
-    """
+    """`holder` with `changes` (itself when they change nothing), built without __init__."""
     if all(getattr(holder, name) == value for name, value in changes.items()):
         return holder
-    if _PLAIN:
-        new = object.__new__(Holder)
-        object.__setattr__(new, "__dict__", {**holder.__dict__, **changes})
-        return new
-    return dataclasses.replace(holder, **changes)  # type: ignore[arg-type]
-
-
-_PLAIN = not hasattr(Holder, "__slots__") and not hasattr(Holder, "__post_init__")
+    return evolve(holder, **changes)
