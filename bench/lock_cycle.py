@@ -207,7 +207,7 @@ def _per_cycle(fn: Any, n: int) -> float:
 
 def bench_strategy(cfg: Any, strategy: str) -> list[Row]:
     from lockconsole import run_once
-    from lockconsole.backends import open_lock
+    from lockconsole.backends.factory import open_lock
 
     job = next(j for j in cfg.jobs.values() if j.strategy == strategy)
     raw = RawLock(strategy, job)

@@ -1,10 +1,10 @@
 """Snapshot: `Console.snapshot()` against the plain pg_locks x pg_stat_activity join, raw.
 
 50 sessions hold 100, then 1,000, then 10,000 advisory locks (spread evenly), beside 40 idle
-sessions, in the bench database. The console's config has that one PostgreSQL database and
-one job, so its snapshot reads holders there plus a small run ledger. The raw side runs the
-one-query join of FACTS.md section 2 (restricted to the current database, as the console
-is) through psycopg on a kept connection and fetches every row. Also shown: the inspector's
+sessions, in the bench database. The console's config has that one PostgreSQL database and one job,
+so its snapshot reads holders there plus a small run ledger. The raw side runs the one-query
+holders/waiters join of pg_locks and pg_stat_activity (restricted to the current database, as the
+console is) through psycopg on a kept connection and fetches every row. Also shown: the inspector's
 holders() alone, which is the part of the snapshot that the raw query does.
 """
 
@@ -24,7 +24,7 @@ ROUNDS = int(os.environ.get("LOCKCONSOLE_BENCH_SNAPSHOT_ROUNDS", 11))
 TARGET = 0.5
 HEADROOM = 8  # connections left free: ours (raw, console, ledger) and other people's
 TAKE_LOCKS = "SELECT count(pg_advisory_lock(k)) FROM generate_series(%s::bigint, %s::bigint) k"
-FACTS_QUERY = """
+RAW_QUERY = """
 SELECT l.pid,
        l.database, d.datname,
        l.objsubid                                   AS keyspace,
@@ -112,12 +112,12 @@ def run() -> list[Row]:
             held = per
             sides = {
                 "snapshot": lambda: timed(console.snapshot),
-                "raw": lambda: timed(lambda: raw.execute(FACTS_QUERY).fetchall()),
+                "raw": lambda: timed(lambda: raw.execute(RAW_QUERY).fetchall()),
                 "holders": lambda: timed(lambda: inspector.holders(jobs)),
             }
             snap = console.snapshot()  # warm up (pooler detection, ledger table, caches)
             seen = sum(1 for h in snap.holders if h.key_kind == "int64" and int(h.key) >= base)
-            raw_rows = len(raw.execute(FACTS_QUERY).fetchall())
+            raw_rows = len(raw.execute(RAW_QUERY).fetchall())
             progress(f"snapshot: {level} locks ({seen} seen by the console, {raw_rows} raw), "
                      f"{ROUNDS} rounds")  # fmt: skip
             got = {k: median(v) for k, v in interleave(sides, ROUNDS).items()}

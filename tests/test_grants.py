@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from lockconsole import run_once
-from lockconsole.backends import open_lock
 from lockconsole.backends.audit import AuditLog
+from lockconsole.backends.factory import open_lock
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.config.urls import parse_url

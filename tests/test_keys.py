@@ -9,7 +9,8 @@ import pytest
 from lockconsole.model import keys
 from lockconsole.model.jobs import LockKey
 
-# FACTS.md 1.2: measured (classid, objid) of single bigint keys in pg_locks
+# (key, classid, objid) of single bigint keys as measured in pg_locks: classid holds the high
+# 32 bits, objid the low 32 bits, both shown as unsigned oids
 PG_LOCKS_TABLE = [
     (-9223372036854775808, 2147483648, 0),
     (-4294967301, 4294967294, 4294967291),
@@ -40,7 +41,7 @@ def test_round_trip_over_many_keys() -> None:
 
 
 def test_int4_pairs() -> None:
-    # FACTS.md 1.3: key2 = -2 appears as objid 4294967294, objsubid 2
+    # pg_locks shows an int4 pair as classid = key1, objid = key2 as an unsigned oid, objsubid 2
     assert keys.pg_locks_identity(LockKey("int4pair", (7, -2))) == (7, 4294967294, 2)
     for v in (keys.INT4_MIN, -2, -1, 0, 1, keys.INT4_MAX):
         assert keys.oid_to_int4(keys.int4_to_oid(v)) == v

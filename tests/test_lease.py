@@ -87,7 +87,7 @@ def locks() -> Iterator[Callable[[LeaseLock], LeaseLock]]:
         lock.close()
 
 
-# ShedLock's own statements (FACTS 9.1, 9.3, 9.4) with {t} for the table name.
+# ShedLock's own DDL and statements (its README and SqlStatementsSource) with {t} for the table.
 SHEDLOCK_DDL = {
     "postgresql": "CREATE TABLE {t}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, "
     "locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",

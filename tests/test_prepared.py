@@ -2,8 +2,8 @@
 
 A kept lock or ledger connection repeats the same few statements; psycopg prepares them after
 PREPARE_THRESHOLD runs, which saves the server a parse and plan per call. A pooler in
-transaction mode breaks named prepared statements (FACTS 5.2), so a connection whose ports
-show anything in between (FACTS 5.3), or a Unix socket, must stay unprepared.
+transaction mode breaks named prepared statements, so a connection whose ports (inet_server_port,
+inet_client_port) show anything in between, or a Unix socket, must stay unprepared.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from psycopg import sql
 
 from lockconsole.config.loader import Config, load_config
 from lockconsole.console.reports import alerts, firings, format_slot, slot_reports
-from lockconsole.console.stale import ORPHANED, format_duration, mark_stale
+from lockconsole.console.stale import ORPHANED, mark_stale
 from lockconsole.model.jobs import Idempotency, Job, LockKey, Run
 from lockconsole.model.slots import slot_for, utcnow
 from lockconsole.model.views import Holder
@@ -565,13 +565,6 @@ def test_leases_by_fencing_token_owner_and_min_hold():
     assert held.stale is None and held.run_id == 3
     [kept] = mark_stale([lease], [job], [done], now=T0 + 10 * MINUTE, idle_threshold=MINUTE)
     assert kept.stale == "run 3 on web-2 finished (succeeded) 9m ago but its lock is still held"
-
-
-def test_format_duration():
-    cases = {0.0: "0s", 1.5: "1.5s", 1.0: "1s", 45: "45s", 90: "1m30s", 840: "14m",
-             7980: "2h13m", 7200: "2h", 90000: "1d1h", 86400: "1d"}  # fmt: skip
-    for seconds, text in cases.items():
-        assert format_duration(timedelta(seconds=seconds)) == text
 
 
 def test_two_executions_at_the_same_time_raise_an_overlap_alert_with_its_length() -> None:

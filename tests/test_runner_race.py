@@ -1,4 +1,4 @@
-"""The seed's reproduction, for real: three OS processes start the same job in the same second."""
+"""The race, for real: three OS processes start the same job in the same second; one runs."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_read_only_mysql_and_lease(
         lease_table = "shedlock_{uid}"
         max_duration = "5m"
     """)))  # fmt: skip
-    from lockconsole.backends import open_lock
+    from lockconsole.backends.factory import open_lock
 
     with mysql_conn.cursor() as cur:
         cur.execute("select get_lock(%s, 0), connection_id()", (f"m_{uid}",))

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from lockconsole.model.jobs import Database, Job
-
 
 class Lock(Protocol):
     """One job's lock on a dedicated connection that never goes back to a pool while held."""
@@ -91,28 +89,3 @@ class LockBase:
                 self.release()
         finally:
             self.close()
-
-
-def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:
-    """The lock object for `job`'s strategy, connected to `database`."""
-    if job.strategy == "pg-session":
-        from lockconsole.backends.postgres.lock import PgSessionLock
-
-        return PgSessionLock(job, database, application_name=application_name)
-    if job.strategy == "pg-xact":
-        from lockconsole.backends.postgres.lock import PgXactLock
-
-        return PgXactLock(job, database, application_name=application_name)
-    if job.strategy == "mysql":
-        from lockconsole.backends.mysql.lock import MysqlLock
-
-        return MysqlLock(job, database)
-    if job.strategy == "lease":
-        from lockconsole.backends.lease.lock import LeaseLock
-
-        return LeaseLock(job, database, owner=instance)
-    if job.strategy == "redis":
-        from lockconsole.backends.redis.lock import RedisLock
-
-        return RedisLock(job, database, owner=instance)
-    raise ValueError(f"unknown strategy {job.strategy!r}")

@@ -112,9 +112,9 @@ def prepare_if_direct(conn: Any, server_port: int | None, client_port: int | Non
     """Let psycopg prepare the statements a kept connection repeats, once it is known direct.
 
     Our connections open with prepare_threshold=None: transaction pooling breaks named prepared
-    statements (FACTS 5.2). A connection is direct when the server saw the port we dialled
-    (inet_server_port()) and our socket's own port (inet_client_port()): a pooler or TCP proxy
-    in between shows other ports (FACTS 5.3). Over a Unix socket both are NULL and PgBouncer
+    statements ("prepared statement _pg3_0 already exists"). A connection is direct when the server
+    saw the port we dialled (inet_server_port()) and our socket's own port (inet_client_port()): a
+    pooler or TCP proxy in between shows other ports. Over a Unix socket both are NULL and PgBouncer
     cannot be ruled out, so such a connection stays unprepared. True if preparing was enabled.
     """
     if server_port is None or client_port is None or conn.prepare_threshold is not None:

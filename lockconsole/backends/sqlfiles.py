@@ -6,8 +6,28 @@ import re
 from functools import cache
 from pathlib import Path
 
+from lockconsole.model.jobs import RUN_COLUMNS
+
 QUERIES = Path(__file__).parent / "queries"
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
+_RESERVED = frozenset({"trigger"})  # column names that must be quoted in SQL
+
+
+def _quoted(name: str, dialect: str | None) -> str:
+    if name not in _RESERVED:
+        return name
+    return f"`{name}`" if dialect == "mysql" else f'"{name}"'
+
+
+def run_column_lists(dialect: str | None) -> dict[str, str]:
+    """The run ledger's column lists, from RUN_COLUMNS, for the `{run_*}` placeholders."""
+    names = [column.name for column in RUN_COLUMNS]
+    inserted = [column.name for column in RUN_COLUMNS if column.type != "id"]
+    return {
+        "{run_columns}": ", ".join(_quoted(name, dialect) for name in names),
+        "{run_insert_columns}": ", ".join(_quoted(name, dialect) for name in inserted),
+        "{run_insert_values}": ", ".join(f"%({name})s" for name in inserted),
+    }
 
 
 @cache
@@ -15,7 +35,8 @@ def load(name: str, dialect: str | None = None) -> str:
     """The text of `name.sql`, preferring `name_<dialect>.sql` when it exists.
 
     Queries are written with %(param)s placeholders (psycopg, PyMySQL); for SQLite they are
-    rewritten to :param.
+    rewritten to :param. `{run_columns}`, `{run_insert_columns}` and `{run_insert_values}` are
+    the run ledger's column lists (see `run_column_lists`).
     """
     candidates = [f"{name}_{dialect}.sql"] if dialect else []
     candidates.append(f"{name}.sql")
@@ -26,6 +47,9 @@ def load(name: str, dialect: str | None = None) -> str:
             while lines and lines[0].lstrip().startswith("--"):  # header comments stay local
                 lines.pop(0)
             text = "\n".join(lines).strip().rstrip(";")
+            if "{run_" in text:
+                for placeholder, columns in run_column_lists(dialect).items():
+                    text = text.replace(placeholder, columns)
             if dialect == "sqlite":
                 text = _PYFORMAT.sub(r":\1", text)
             return text

@@ -13,6 +13,7 @@ from rich.table import Table
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import data_text
+from lockconsole.text.times import age, stamp, took
 
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
 # Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
@@ -22,23 +23,8 @@ KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'
 TEXT_WIDTH = 200  # cells of a query or a message
 
 
-def _age(since: datetime | None, now: datetime) -> str:
-    if since is None:
-        return "-"
-    seconds = int((now - since).total_seconds())
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-def _time(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
 def holders_table(holders: Sequence[Holder], now: datetime) -> None:
-    table = Table(title=f"lock holders at {_time(now)} UTC", title_justify="left")
+    table = Table(title=f"lock holders at {stamp(now, zone=False)} UTC", title_justify="left")
     for col in ("database", "key", "job", "state", "pid", "user", "application", "since",
                 "stale / notes"):  # fmt: skip
         table.add_column(col, overflow="fold", no_wrap=col in ("pid", "since"))
@@ -50,7 +36,7 @@ def holders_table(holders: Sequence[Holder], now: datetime) -> None:
         note = h.stale or h.hidden or ""
         cells = (h.database, h.key, h.job or "(unmapped)", state,
                  str(h.pid or h.locked_by or "-"), h.user or "-",
-                 h.instance or h.application_name or "-", _age(since, now), note)  # fmt: skip
+                 h.instance or h.application_name or "-", age(since, now), note)  # fmt: skip
         style = "red" if h.stale else ("yellow" if not h.granted else None)
         table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells), style=style)
     if not holders:
@@ -77,10 +63,11 @@ def runs_table(runs: Sequence[Run]) -> None:
                 "message"):  # fmt: skip
         table.add_column(col, overflow="fold")
     for r in runs:
-        took = f"{(r.finished_at - r.started_at).total_seconds():.1f}s" if r.finished_at else "-"
+        length = took(r.finished_at - r.started_at) if r.finished_at else "-"
         style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
-        cells = (r.job, _time(r.slot), r.instance, r.trigger, r.outcome, _time(r.started_at),
-                 took, "-" if r.exit_code is None else str(r.exit_code))  # fmt: skip
+        slot, started = stamp(r.slot, zone=False), stamp(r.started_at, zone=False)
+        cells = (r.job, slot, r.instance, r.trigger, r.outcome, started, length,
+                 "-" if r.exit_code is None else str(r.exit_code))  # fmt: skip
         table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells),
                       data_text(r.message or "", limit=TEXT_WIDTH), style=style)  # fmt: skip
     out.print(table)

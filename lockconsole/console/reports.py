@@ -174,12 +174,12 @@ def _slot_message(report: SlotReport) -> str:
 
 
 def _length(seconds: float) -> str:
-    """An overlap's length: milliseconds below a second, else as format_duration writes it."""
+    """An overlap's length: milliseconds below a second, else as `times.reading` writes it."""
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
-    from lockconsole.console.stale import format_duration
+    from lockconsole.text.times import reading
 
-    return format_duration(timedelta(seconds=seconds))
+    return reading(timedelta(seconds=seconds))
 
 
 def _holder_message(holder: Holder) -> str:

@@ -10,13 +10,14 @@ never stale.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from lockconsole.model.fast import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
+from lockconsole.text.times import reading
 
 FINISHED = frozenset({"succeeded", "failed", "lock_lost"})
 SETTLE = timedelta(seconds=2)  # a run finished this recently may be mid-release: not stale yet
@@ -24,24 +25,6 @@ CONNECT_SLACK = timedelta(seconds=30)  # started_at is stamped before the lock s
 LEASE_SLACK = timedelta(seconds=1)  # clock slack when telling a min_hold lease from a stuck one
 EXPIRING = ("lease", "redis")  # held until a stored expiry (a lease row, a Redis key's TTL)
 ORPHANED = "held by a PgBouncer server connection whose client is gone"
-
-
-def format_duration(value: timedelta) -> str:
-    """A duration as an operator reads it: 2h13m, 14m, 1m30s, 1.5s, 3d4h."""
-    seconds = value.total_seconds()
-    if seconds < 10:
-        return f"{max(seconds, 0):.1f}".rstrip("0").rstrip(".") + "s"
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    return f"{secs}s"
 
 
 def _ours(holder: Holder, runs: list[Run]) -> Run | None:
@@ -105,7 +88,7 @@ def _finished_reason(holder: Holder, job: Job, run: Run, now: datetime) -> str |
         locked_at = holder.held_since or run.started_at
         if holder.lock_until <= locked_at + job.min_hold + LEASE_SLACK:
             return None  # released: the lease keeps its min_hold (lockAtLeastFor)
-    ago = format_duration(now - run.finished_at)
+    ago = reading(now - run.finished_at)
     return (
         f"run {run.id} on {run.instance} finished ({run.outcome}) {ago} ago "
         "but its lock is still held"
@@ -129,21 +112,19 @@ def stale_reasons(
     reasons: list[str] = []
     limit = job.max_duration if job is not None else None
     if limit is not None and held is not None and now - held > limit:
-        reasons.append(
-            f"held {format_duration(now - held)}, longer than max_duration {format_duration(limit)}"
-        )
+        reasons.append(f"held {reading(now - held)}, longer than max_duration {reading(limit)}")
     if (holder.state or "").startswith("idle") and holder.state_since is not None:
         idle = now - holder.state_since
         if idle > idle_threshold and (job is None or not _running(holder, run, runs)):
             why = " with no running run in the ledger" if job is not None else ""
-            reasons.append(f"{holder.state} for {format_duration(idle)}{why}")
+            reasons.append(f"{holder.state} for {reading(idle)}{why}")
     if holder.pid is not None and holder.pid in orphaned_pids:
         reasons.append(ORPHANED)
     if holder.kind == "redis" and limit is not None and holder.lock_until is not None:
         ttl = holder.lock_until - now
         if ttl > 2 * limit:  # far past anything the job's own SET PX max_duration gives
-            reasons.append(f"expires in {format_duration(ttl)}, far past max_duration "
-                           f"{format_duration(limit)}")  # fmt: skip
+            reasons.append(f"expires in {reading(ttl)}, far past max_duration "
+                           f"{reading(limit)}")  # fmt: skip
     if job is not None and run is not None:
         finished = _finished_reason(holder, job, run, now)
         if finished:
@@ -199,18 +180,7 @@ def mark_stale(
 
 
 def _evolve(holder: Holder, **changes: object) -> Holder:
-    """`holder` with `changes` (itself when they change nothing); dataclasses.replace, faster.
-
-    replace() re-runs __init__ over all 28 fields (~10 us); a frozen Holder has no
-    __post_init__ or __slots__, so a copy of its __dict__ with the changes is the same value.
-    """
+    """`holder` with `changes` (itself when they change nothing), built without __init__."""
     if all(getattr(holder, name) == value for name, value in changes.items()):
         return holder
-    if _PLAIN:
-        new = object.__new__(Holder)
-        object.__setattr__(new, "__dict__", {**holder.__dict__, **changes})
-        return new
-    return dataclasses.replace(holder, **changes)  # type: ignore[arg-type]
-
-
-_PLAIN = not hasattr(Holder, "__slots__") and not hasattr(Holder, "__post_init__")
+    return evolve(holder, **changes)

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
     import socket
 
-    from lockconsole.backends import open_lock
+    from lockconsole.backends.factory import open_lock
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.loader import load_config
     from lockconsole.engine.runner import application_name

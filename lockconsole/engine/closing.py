@@ -15,7 +15,7 @@ log = logging.getLogger("lockconsole.engine.runner")
 LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 
 
-def _held(lock: Lock) -> bool:
+def lock_still_held(lock: Lock) -> bool:
     """The lock's own check after the job ended; an error counts as a loss."""
     try:
         return bool(lock.still_held())
@@ -24,7 +24,7 @@ def _held(lock: Lock) -> bool:
         return False
 
 
-def _borrow_lock_connection(ledger: Ledger, lock: Lock) -> bool:
+def borrow_lock_connection(ledger: Ledger, lock: Lock) -> bool:
     """Let the ledger write on the lock's own connection (still open: the lock is held until
     after the outcome is written), when that is an autocommit session on the ledger's database."""
     conn = getattr(lock, "conn", None)
@@ -37,7 +37,7 @@ def _borrow_lock_connection(ledger: Ledger, lock: Lock) -> bool:
     return True
 
 
-def _retrying(write: Callable[[], Run]) -> Run:
+def retrying(write: Callable[[], Run]) -> Run:
     """A ledger write, retried while the database is briefly away (a restart, a failover).
 
     Only connection trouble (DatabaseError) is retried: a missing privilege (LedgerDenied) or

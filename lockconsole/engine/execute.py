@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from lockconsole.engine import faultpoints
+from lockconsole.engine.attempt import Attempt
 from lockconsole.engine.commands import Command
-from lockconsole.engine.runner import Attempt
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import Run
 

@@ -190,8 +190,13 @@ class Scheduler:
                 self._stops.pop(threading.current_thread(), None)
 
 
-_BACKENDS = {"pg-session": "postgres", "pg-xact": "postgres", "mysql": "mysql", "lease": "lease",
-             "redis": "redis"}  # fmt: skip
+_BACKENDS = {
+    "pg-session": "postgres",
+    "pg-xact": "postgres",
+    "mysql": "mysql",
+    "lease": "lease",
+    "redis": "redis",
+}
 
 
 def _import_run_path(jobs: Sequence[Job]) -> None:

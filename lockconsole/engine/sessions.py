@@ -6,11 +6,12 @@ keeps them here instead, keyed by everything that decides the lock (job, strateg
 databases, instance). Entries are taken, not shared: one attempt uses a session at a time,
 then gives it back.
 
-A session goes back only when its lock was released cleanly and both connections are healthy
-and idle: never while it holds a lock (a pooled session lock would be "re-acquired" by the next
-user, FACTS 5b), never after a lost lock or an error, never inside a transaction. Anything else
-is closed. A forked child forgets its parent's sessions (it must not talk on their sockets);
-the process closes the rest at exit. `lockconsole run` (one attempt per process) keeps none.
+A session goes back only when its lock was released cleanly and both connections are healthy and
+idle: never while it holds a lock (a pooled session lock would be "re-acquired" by the next user: a
+pool's reset-on-return ROLLBACK keeps it), never after a lost lock or an error, never inside a
+transaction. Anything else is closed. A forked child forgets its parent's sessions (it must not talk
+on their sockets); the process closes the rest at exit. `lockconsole run` (one attempt per process)
+keeps none.
 """
 
 from __future__ import annotations
@@ -111,3 +112,19 @@ REGISTRY = SessionRegistry()  # the process's registry, used by run_once by defa
 atexit.register(REGISTRY.close_all)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=REGISTRY._forget)
+
+
+def give_back(
+    sessions: SessionRegistry | None,
+    key: tuple[Any, ...],
+    lock: Lock,
+    ledger: Ledger,
+    *,
+    keep: bool,
+) -> None:
+    """Return the connections to `sessions` when `keep` and they are fit, else close them."""
+    session = Session(key, lock, ledger)
+    if sessions is not None and keep:
+        sessions.put(session)
+    else:
+        session.close()

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Literal
+
+from lockconsole.model.fast import evolve as evolve
 
 Strategy = Literal["pg-session", "pg-xact", "mysql", "lease", "redis"]
 STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis")
 Dialect = Literal["postgresql", "mysql", "sqlite", "redis"]
 Outcome = Literal["skipped", "acquired", "succeeded", "failed", "lock_lost"]
 Trigger = Literal["scheduled", "manual"]
-_V = TypeVar("_V")
-
-
-def evolve(value: _V, **changes: Any) -> _V:
-    """dataclasses.replace for these frozen values, without running __init__ again (5x faster
-    on the run path; they have no __post_init__ and no __slots__). Unknown names are refused."""
-    fields = value.__dict__
-    unknown = changes.keys() - fields.keys()
-    if unknown:
-        raise TypeError(f"{type(value).__name__} has no field(s) {', '.join(sorted(unknown))}")
-    new = object.__new__(type(value))
-    new.__dict__.update(fields, **changes)
-    return new
 
 
 @dataclass(frozen=True)
@@ -118,14 +107,35 @@ class Run:
     id: int | None = None
 
 
-_VIEWS = frozenset({"HolderKind", "AlertKind", "Holder", "SlotReport", "Alert", "DuplicateGroup",
-                    "JobStatus", "Snapshot"})  # fmt: skip
+ColumnType = Literal["id", "text", "int", "bigint", "time"]
 
 
-def __getattr__(name: str) -> Any:
-    """The console's values live in `views` (the run path never loads them); found here too."""
-    if name in _VIEWS:
-        from lockconsole.model import views
+@dataclass(frozen=True)
+class LedgerColumn:
+    """One column of the run ledger's table, named after the field of Run it stores."""
 
-        return getattr(views, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    name: str
+    type: ColumnType
+    size: int | None = None  # characters of a bounded text column; None: unbounded text
+    nullable: bool = True
+
+
+# The run ledger's columns, in table order: the one list the table, its SQL and Run agree on.
+RUN_COLUMNS: tuple[LedgerColumn, ...] = (
+    LedgerColumn("id", "id", nullable=False),
+    LedgerColumn("job", "text", 128, nullable=False),
+    LedgerColumn("slot", "time", nullable=False),
+    LedgerColumn("instance", "text", 255, nullable=False),
+    LedgerColumn("host", "text", 255, nullable=False),
+    LedgerColumn("pid", "int", nullable=False),
+    LedgerColumn("trigger", "text", 16, nullable=False),
+    LedgerColumn("outcome", "text", 16, nullable=False),
+    LedgerColumn("started_at", "time", nullable=False),
+    LedgerColumn("finished_at", "time"),
+    LedgerColumn("exit_code", "int"),
+    LedgerColumn("message", "text"),
+    LedgerColumn("fencing_token", "bigint"),
+    LedgerColumn("session_id", "bigint"),
+    LedgerColumn("strategy", "text", 16),
+    LedgerColumn("lock_key", "text", 255),
+)

@@ -1,8 +1,8 @@
 """What the console shows, as frozen values: lock holders, slot reports, alerts, duplicate
 groups, job status and the snapshot that holds them all.
 
-Kept apart from `models` (what the run path needs) so that `lockconsole run` does not pay for
-defining them; `from lockconsole.model.jobs import Holder` still works.
+Kept apart from `jobs` (what the run path needs) so that `lockconsole run` does not pay for
+defining them.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from lockconsole.idempotency import claim
 
 def _skew_clock(seconds: float) -> None:
     """Move the app clock: every utcnow() lockconsole reads is off by `seconds`."""
-    from lockconsole.engine import runner
+    from lockconsole.engine import attempt, runner
     from lockconsole.model import slots
 
     real = slots.utcnow
@@ -40,7 +40,7 @@ def _skew_clock(seconds: float) -> None:
     def skewed() -> datetime:
         return real() + timedelta(seconds=seconds)
 
-    slots.utcnow = runner.utcnow = skewed  # type: ignore[assignment]
+    slots.utcnow = runner.utcnow = attempt.utcnow = skewed  # type: ignore[assignment]
 
 
 def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, counts: dict) -> None:

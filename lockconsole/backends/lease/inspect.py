@@ -1,6 +1,6 @@
 """ShedLock lease tables: list held leases, and force-release one by expiring its row.
 
-A row is held while `lock_until > now` in the database's UTC clock (FACTS 9, "Consequences"),
+A row is held while `lock_until > now` in the database's UTC clock (a zone-less UTC TIMESTAMP),
 as ShedLock's `usingDbTime()` and lockconsole's own leases write it. Release is ShedLock's
 unlock with `lock_until = now`, guarded by name, locked_by and the fencing token (or, on a
 table without that column, the `locked_at` that was listed); the row is never deleted.

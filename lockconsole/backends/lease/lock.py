@@ -1,6 +1,7 @@
 """ShedLock-compatible leases: a row per name in a lease table, held until `lock_until`.
 
-Acquire, check and release follow ShedLock's `usingDbTime()` statements (FACTS 9.2-9.4) on a
+Acquire, check and release follow ShedLock's `usingDbTime()` statements (insert, else update
+where `lock_until <= now`; unlock sets `lock_until` to now or the lock's minimum) on a
 dedicated connection, so lockconsole and ShedLock apps exclude each other on the same table.
 Our extra nullable `fencing_token` column grows with every acquisition of a name; on a table
 without it (created by ShedLock) the token is None. SQLite has no server clock, so there the

@@ -45,7 +45,10 @@ def split_name(qualified: str) -> tuple[str | None, str]:
 def lease_table(
     qualified: str, dialect: str, *, fencing: bool = True, metadata: MetaData | None = None
 ) -> Table:
-    """ShedLock's table as a Core Table (FACTS 9.1), with `fencing_token` unless fencing=False."""
+    """ShedLock's table (name, lock_until, locked_at, locked_by) as a Core Table.
+
+    With a `fencing_token` column unless fencing=False.
+    """
     schema, name = split_name(qualified)
     stamp: Any = DateTime()
     locked_at_default = None

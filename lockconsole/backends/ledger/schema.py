@@ -1,12 +1,14 @@
-"""The run ledger's table, defined once with SQLAlchemy Core (imported only when it is built).
+"""The run ledger's table as SQLAlchemy Core, built from RUN_COLUMNS (imported only when built).
 
-See `ledger` for how each dialect stores the timestamps.
+See `store` for how each dialect stores the timestamps.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
+
+from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
 
@@ -28,9 +30,9 @@ def schema() -> tuple[Any, Any]:
     )
     from sqlalchemy.dialects import mysql, postgresql
 
-    from lockconsole.backends.ledger.store import from_db, to_db
+    from lockconsole.backends.ledger.times import from_db, to_db
 
-    class UTCDateTime(TypeDecorator):  # type: ignore[type-arg]
+    class UTCDateTime(TypeDecorator):
         """timestamptz / naive-UTC DATETIME(6) / text, read back as aware UTC."""
 
         impl = DateTime
@@ -50,26 +52,20 @@ def schema() -> tuple[Any, Any]:
             return from_db(value)
 
     big = BigInteger().with_variant(Integer, "sqlite")
+
+    def column(spec: Any) -> Any:
+        if spec.type == "id":
+            return Column(spec.name, big, primary_key=True, autoincrement=True)
+        kinds: dict[str, Any] = {"int": Integer, "bigint": BigInteger, "time": UTCDateTime}
+        kind = kinds.get(spec.type) or (Text if spec.size is None else String(spec.size))
+        return Column(spec.name, kind, nullable=spec.nullable)
+
+    columns = [column(spec) for spec in RUN_COLUMNS]
     metadata = MetaData()
     table = Table(
         TABLE,
         metadata,
-        Column("id", big, primary_key=True, autoincrement=True),
-        Column("job", String(128), nullable=False),
-        Column("slot", UTCDateTime(), nullable=False),
-        Column("instance", String(255), nullable=False),
-        Column("host", String(255), nullable=False),
-        Column("pid", Integer, nullable=False),
-        Column("trigger", String(16), nullable=False),
-        Column("outcome", String(16), nullable=False),
-        Column("started_at", UTCDateTime(), nullable=False),
-        Column("finished_at", UTCDateTime(), nullable=True),
-        Column("exit_code", Integer, nullable=True),
-        Column("message", Text, nullable=True),
-        Column("fencing_token", BigInteger, nullable=True),
-        Column("session_id", BigInteger, nullable=True),
-        Column("strategy", String(16), nullable=True),
-        Column("lock_key", String(255), nullable=True),
+        *columns,
         Index("ix_lockconsole_runs_job_slot", "job", "slot"),
         Index("ix_lockconsole_runs_started_at", "started_at"),
     )

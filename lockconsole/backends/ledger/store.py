@@ -27,34 +27,25 @@ reads (`runs`, `slot_runs`) use SQLAlchemy Core.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
+from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TABLE is public here)
 from lockconsole.backends.ledger.times import from_db, to_db
 from lockconsole.config.urls import redact, scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
-from lockconsole.model.jobs import Database, Run, evolve
+from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
 OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
-COLUMNS = (
-    "id", "job", "slot", "instance", "host", "pid", "trigger", "outcome", "started_at",
-    "finished_at", "exit_code", "message", "fencing_token", "session_id", "strategy", "lock_key",
-)  # fmt: skip
-_INSERT_COLUMNS = COLUMNS[1:]  # all but id
+COLUMNS = tuple(column.name for column in RUN_COLUMNS)
+_INSERT_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type != "id")
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
-_TIME_COLUMNS = ("slot", "started_at", "finished_at")
-# PyMySQL errors that mean the connection is gone: server gone away, lost connection, out of
-# sync, lost during read, MariaDB "connection was killed", MySQL 8 inactivity disconnect.
-_MYSQL_GONE = {2006, 2013, 2014, 2055, 1927, 4031}
-# MySQL/MariaDB errors that a retry cannot cure: a privilege is missing (table, column,
-# database, access, or a SUPER-like privilege).
-_MYSQL_DENIED = {1142, 1143, 1044, 1045, 1227, 1370}
+_TIME_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
 
 
 def truncate(message: str | None) -> str | None:
@@ -216,7 +207,7 @@ class Ledger:
             )
         return evolve(
             run,
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             finished_at=finished_at,
             exit_code=exit_code,
             message=message,
@@ -325,7 +316,7 @@ class Ledger:
                 finally:
                     cur.close()
             except Exception as exc:
-                kind = self._classify(exc, conn)
+                kind = classify(exc, conn)
                 if kind is None:
                     raise
                 if kind == "missing" and not created:
@@ -344,41 +335,6 @@ class Ledger:
                 if kind == "denied":
                     raise LedgerDenied(self._describe(exc) + _grant_hint(name)) from None
                 raise DatabaseError(self._describe(exc)) from None
-
-    def _classify(self, exc: BaseException, conn: Any) -> str | None:
-        """ "missing" (no table), "gone" (connection lost), "other" (a driver error) or None."""
-        if self.dialect == "postgresql":
-            import psycopg
-
-            if not isinstance(exc, psycopg.Error):
-                return None
-            if isinstance(exc, psycopg.errors.UndefinedTable):
-                return "missing"
-            if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-                return "denied"
-            if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
-                return "gone"
-            return "other"
-        if self.dialect == "mysql":
-            import pymysql
-
-            if not isinstance(exc, pymysql.MySQLError):
-                return None
-            code = exc.args[0] if exc.args else None
-            if code == 1146:
-                return "missing"
-            if code in _MYSQL_DENIED:
-                return "denied"
-            if isinstance(exc, pymysql.err.InterfaceError) or code in _MYSQL_GONE:
-                return "gone"
-            if isinstance(exc, pymysql.err.OperationalError) and not conn.open:
-                return "gone"
-            return "other"
-        if not isinstance(exc, sqlite3.Error):
-            return None
-        if "no such table" in str(exc):
-            return "missing"
-        return "denied" if "readonly" in str(exc) else "other"
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

@@ -1,6 +1,6 @@
 """MySQL/MariaDB user-level locks (GET_LOCK): list holders and waiters, force-release a holder.
 
-Holders are read from the best source this account can use (FACTS 7), detected once per
+Holders are read from the best source this account can use, detected once per
 inspector: performance_schema.metadata_locks (MySQL 8; MariaDB >= 10.5.2 with
 performance_schema=ON; shows waiters), else MariaDB's METADATA_LOCK_INFO plugin (granted locks
 only; waiters come from PROCESSLIST threads in state 'User lock', their name parsed from the
@@ -27,6 +27,7 @@ from typing import Any, Literal
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.connect import Timeouts, connect_mysql, first_line
+from lockconsole.backends.errors import classify
 from lockconsole.backends.inspect import HolderList, ReleaseResult, ReleaseStatus
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError, LockconsoleError
@@ -147,7 +148,7 @@ class MysqlInspector:
         try:
             row = self._run("probe_mysql_psmdl")[0]
         except pymysql.MySQLError as exc:
-            if exc.args and exc.args[0] in (1142, 1143):
+            if classify(exc) == "denied":
                 return "grant SELECT ON performance_schema.* to see every holder and waiter"
             return f"performance_schema.metadata_locks unreadable: {first_line(exc)}"
         if str(row["mdl_enabled"]).upper() != "YES":

@@ -5,19 +5,17 @@ connected database with only the lock's columns, plus one row per session behind
 that session's pg_stat_activity columns, so a session holding 10,000 locks ships its query
 text once, not 10,000 times. Python joins them back into `Holder` values.
 
-`release()` terminates the holding session with terminate_pg_holder.sql, which signals the
-pid only if it still holds that key, granted, in this database, with the backend_start the
-operator saw (FACTS 3.4). pg_locks cannot tell whether the lock is session- or
-transaction-level (FACTS 1.5): terminating the session ends both.
+`release()` terminates the holding session with terminate_pg_holder.sql, which signals the pid only
+if it still holds that key, granted, in this database, with the backend_start the operator saw, so a
+pid reused meanwhile is never hit. pg_locks cannot tell whether the lock is session- or
+transaction-level: terminating the session ends both.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 from operator import itemgetter
@@ -26,9 +24,11 @@ from typing import Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.connect import Timeouts, connect_pg, first_line
+from lockconsole.backends.errors import classify
 from lockconsole.backends.inspect import HolderList, ReleaseResult
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
+from lockconsole.model.fast import construct, gc_paused
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.keys import oid_to_int4, pg_locks_identity
 from lockconsole.model.views import Holder
@@ -115,7 +115,7 @@ class PgInspector:
                 rows = cur.execute(sqlfiles.load("select_pg_holders")).fetchall()
         except psycopg.Error as exc:
             raise self._fail("listing advisory locks", exc) from None
-        with _gc_paused():  # 10,000 new Holders: collections on the way cost ~1/3 of _build
+        with gc_paused():  # 10,000 new Holders: collections on the way cost ~1/3 of _build
             return self._build(rows, self._job_index(jobs))
 
     def _job_index(self, jobs: Sequence[Job]) -> dict[tuple[int, int, int], Job]:
@@ -262,7 +262,7 @@ class PgInspector:
             if conn.closed or conn.broken:
                 raise self._fail("force-release", exc) from None
             text = scrub(first_line(exc), self.database.url)
-            if exc.sqlstate == "42501":
+            if classify(exc) == "denied":
                 return ReleaseResult("denied", _denied(text, user), holder)
             return ReleaseResult(
                 "error", f"force-release of pid {holder.pid} failed: {text}", holder
@@ -317,42 +317,6 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC (if on) while holders are built: they make no cycles."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _fast_holder_factory() -> Callable[[dict[str, Any]], Holder]:
-    """Build a Holder from a complete field dict without re-running __init__ per lock.
-
-    A frozen dataclass's __init__ costs ~3 us with 30 keyword arguments; at 10,000 locks
-    that alone is slower than the query. Every field is present in `values` (defaults
-    included), so the result equals Holder(**values). Falls back to Holder(**values) if the
-    model ever gets __slots__ or a __post_init__.
-    """
-    if hasattr(Holder, "__slots__") or hasattr(Holder, "__post_init__"):
-        return lambda values: Holder(**values)
-    new, set_attr = object.__new__, object.__setattr__
-
-    def make(values: dict[str, Any]) -> Holder:
-        holder = new(Holder)
-        set_attr(holder, "__dict__", values)
-        return holder
-
-    return make
-
-
-_new_holder = _fast_holder_factory()
-
-
 def _lock_key(holder: Holder) -> LockKey:
     if holder.key_kind == "int64":
         return LockKey("int64", int(holder.key))
@@ -366,3 +330,8 @@ def _denied(server_message: str, user: str) -> str:
         f"pg_signal_backend (GRANT pg_signal_backend TO {user}), and pg_read_all_stats for "
         "the pid-reuse guard; a superuser's session can be ended only by a superuser"
     )
+
+
+def _new_holder(values: dict[str, Any]) -> Holder:
+    """Holder(**values) for a complete field dict, without re-running __init__ per lock."""
+    return construct(Holder, values)

@@ -119,11 +119,11 @@ class _PgLock(LockBase):
 class PgSessionLock(_PgLock):
     """pg_try_advisory_lock held by the session for the whole job; released by unlock or close.
 
-    Pooler guard (FACTS 5.2-5.3), in the same round trip as the try-lock: the statement takes
-    the lock only if inet_server_port() equals the port we dialled (or is NULL: a Unix
-    socket). A mismatch means a pooler or TCP proxy sits in front; then, and only then, the
-    PgBouncer admin console is asked for the pool mode: session pooling is safe and the lock
-    is tried again; anything else raises PoolerRefused (exit 2) unless the job sets
+    Pooler guard (a transaction pooler hands a session lock to the next client), in the same round
+    trip as the try-lock: the statement takes the lock only if inet_server_port() equals the port we
+    dialled (or is NULL: a Unix socket). A mismatch means a pooler or TCP proxy sits in front; then,
+    and only then, the PgBouncer admin console is asked for the pool mode: session pooling is safe
+    and the lock is tried again; anything else raises PoolerRefused (exit 2) unless the job sets
     allow_pooler = true, which runs with a warning in the log.
     """
 

@@ -1,8 +1,8 @@
 """Is there a connection pooler (PgBouncer, or any TCP proxy) between us and PostgreSQL?
 
-Session-level advisory locks are unsafe behind transaction pooling (FACTS 5.1-5.2): the lock
-outlives the client on a pooled server connection, the next client inherits it, and an
-unlock may land on another server connection. Detection (FACTS 5.3), strongest first:
+Session-level advisory locks are unsafe behind transaction pooling (PgBouncer marks them "Never"
+there): the lock outlives the client on a pooled server connection, the next client inherits it, and
+an unlock may land on another server connection. Detection, strongest first:
 
 - the PgBouncer admin console (same host and port, dbname=pgbouncer): SHOW VERSION and
   SHOW POOLS (pool_mode); "not allowed" is itself an answer only PgBouncer gives;
@@ -163,9 +163,9 @@ CONSOLE_APPLICATION_PREFIX = "lockconsole:console"  # the console's inspector an
 def orphaned_server_pids(url: DatabaseURL) -> set[int] | None:
     """PostgreSQL pids of PgBouncer server connections no client is linked to; None if unknown.
 
-    A session lock on such a backend belongs to nobody (FACTS 5.2 A). Under transaction
-    pooling an idle server connection is never linked, so this is every idle server of the
-    URL's database; intersect it with the lock holders.
+    A session lock on such a backend belongs to nobody: it outlived the client that took it.
+    Under transaction pooling an idle server connection is never linked, so this is every idle
+    server of the URL's database; intersect it with the lock holders.
     """
     import psycopg
 

@@ -1,8 +1,4 @@
--- Record one attempt in the run ledger (SQLite; the id comes from cursor.lastrowid).
-INSERT INTO lockconsole_runs
-    (job, slot, instance, host, pid, "trigger", outcome, started_at, finished_at, exit_code,
-     message, fencing_token, session_id, strategy, lock_key)
-VALUES
-    (%(job)s, %(slot)s, %(instance)s, %(host)s, %(pid)s, %(trigger)s, %(outcome)s,
-     %(started_at)s, %(finished_at)s, %(exit_code)s, %(message)s, %(fencing_token)s,
-     %(session_id)s, %(strategy)s, %(lock_key)s)
+-- Record one attempt in the run ledger (SQLite, MySQL/MariaDB; the id comes from
+-- cursor.lastrowid). The column lists come from RUN_COLUMNS (see sqlfiles.run_column_lists).
+INSERT INTO lockconsole_runs ({run_insert_columns})
+VALUES ({run_insert_values})

@@ -1,6 +1,6 @@
 -- The oldest attempt that ran, or is running, this job's slot (the runner refuses a second).
-SELECT id, job, slot, instance, host, pid, "trigger", outcome, started_at, finished_at,
-       exit_code, message, fencing_token, session_id, strategy, lock_key
+-- The column list comes from RUN_COLUMNS (see sqlfiles.run_column_lists).
+SELECT {run_columns}
 FROM lockconsole_runs
 WHERE job = %(job)s
   AND slot = %(slot)s

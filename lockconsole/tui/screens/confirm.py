@@ -21,8 +21,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from lockconsole.model.views import Holder
+from lockconsole.text import times
 from lockconsole.text.safe import data_text, shown
-from lockconsole.tui.screens.run_detail import fmt_time
 
 DETAIL_WIDTH = 2000  # terminal cells of one detail (a 10 KB query ends in '…')
 DIALOG_CSS = """
@@ -100,7 +100,7 @@ def holder_details(holder: Holder) -> Table:
 
     def add(label: str, value: object) -> None:
         if value not in (None, ""):
-            text = fmt_time(value) if isinstance(value, datetime) else str(value)
+            text = times.stamp(value) if isinstance(value, datetime) else str(value)
             grid.add_row(label, data_text(text, limit=DETAIL_WIDTH))
 
     add("job", holder.job or "— unmapped key (no configured job)")

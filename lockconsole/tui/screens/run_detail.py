@@ -5,7 +5,7 @@ RunDetailScreen(run, slot_runs)   a modal; Escape / q closes
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +17,7 @@ from textual.widgets import Footer, Static
 
 from lockconsole.config.urls import redact
 from lockconsole.model.jobs import Run
+from lockconsole.text import times
 from lockconsole.text.safe import clean, data_text, printable_lines, shown
 
 OUTCOME_STYLES = {
@@ -28,49 +29,20 @@ OUTCOME_STYLES = {
 }
 
 
-def fmt_time(value: datetime | None, *, seconds: bool = True, ms: bool = False) -> str:
-    """A timestamp in UTC, as operators compare them across hosts."""
-    if value is None:
-        return "—"
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC)
-    if ms:
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
-
-
-def fmt_duration(delta: timedelta | None) -> str:
-    """12ms, 4.2s, 10m12s, 2h05m."""
-    if delta is None:
-        return "—"
-    total = delta.total_seconds()
-    if total < 1:
-        return f"{total * 1000:.0f}ms"
-    if total < 60:
-        return f"{total:.1f}s"
-    minutes, secs = divmod(int(total), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
 def run_fields(run: Run) -> Table:
     """Every field of the run as a two-column grid."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
-    duration = (
-        fmt_duration(run.finished_at - run.started_at) if run.finished_at else "still running"
-    )
+    duration = times.took(run.finished_at - run.started_at) if run.finished_at else "still running"
     lock = " · ".join(x for x in (run.strategy, run.lock_key and f"key {run.lock_key}") if x)
     rows: list[tuple[str, object]] = [
-        ("slot", fmt_time(run.slot)),
+        ("slot", times.stamp(run.slot)),
         ("run", f"#{run.id} · {run.trigger}" if run.id is not None else run.trigger),
         ("instance", f"{run.instance} (host {run.host}, pid {run.pid})"),
         ("outcome", Text(run.outcome, style=OUTCOME_STYLES.get(run.outcome, ""))),
-        ("started", fmt_time(run.started_at, ms=True)),
-        ("finished", fmt_time(run.finished_at, ms=True) if run.finished_at else "— (running)"),
+        ("started", times.stamp(run.started_at, ms=True)),
+        ("finished", times.stamp(run.finished_at, ms=True) if run.finished_at else "— (running)"),
         ("duration", duration),
         ("exit code", run.exit_code),
         ("message", run.message),
@@ -95,7 +67,7 @@ def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
     for name in ("", "instance", "outcome", "started", "took"):
         table.add_column(name, no_wrap=True)
     for other in sorted(slot_runs, key=lambda r: (r.started_at, r.id or 0)):
-        took = fmt_duration(other.finished_at - other.started_at) if other.finished_at else "…"
+        took = times.took(other.finished_at - other.started_at) if other.finished_at else "…"
         table.add_row(
             "▶" if other == run else "",
             data_text(other.instance, limit=40),
@@ -133,8 +105,8 @@ class RunDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         run = self.run
         with Vertical(id="dialog"):
-            yield Static(shown(f"Run of {run.job} on {run.instance} · slot {fmt_time(run.slot)}"),
-                         id="title", markup=False)  # fmt: skip
+            title = f"Run of {run.job} on {run.instance} · slot {times.stamp(run.slot)}"
+            yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="body"):
                 yield Static(run_fields(run), id="fields")
                 got = sum(r.outcome != "skipped" for r in self.slot_runs)

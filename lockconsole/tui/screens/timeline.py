@@ -27,8 +27,9 @@ from textual.widgets import Footer, Static
 from lockconsole.console.reports import GOT_LOCK
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Snapshot
+from lockconsole.text import times
 from lockconsole.text.safe import clean, pad, shown
-from lockconsole.tui.screens.run_detail import RunDetailScreen, fmt_duration, fmt_time
+from lockconsole.tui.screens.run_detail import RunDetailScreen
 
 MAX_SLOTS = 60
 DETAIL_WIDTH = 400  # terminal cells of the detail line at most (a long message ends in "…")
@@ -135,7 +136,7 @@ class SlotBlock(Widget):
         skipped = sum(r.outcome == "skipped" for r in self.runs)
         label, style = STATUS.get(self.status, (self.status, ""))
         text = Text.assemble(("▶ " if selected else "  ", "bold"))
-        text.append(fmt_time(self.slot, seconds=False), style="bold" if selected else "")
+        text.append(times.stamp(self.slot, seconds=False), style="bold" if selected else "")
         text.append("  ")
         text.append(label, style=style)
         if self.status == "double_run":
@@ -171,7 +172,7 @@ class SlotBlock(Widget):
             text.append(char, style=style)
         if mine:
             run = chosen if is_chosen and chosen in mine else mine[-1]
-            took = fmt_duration((run.finished_at or now) - run.started_at)
+            took = times.took((run.finished_at or now) - run.started_at)
             label = LABELS.get(run.outcome, run.outcome)
             text.append(f" {took:>7} ")
             text.append(f"{label:<9}", style=self._style(run))
@@ -240,7 +241,7 @@ class TimelineScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         count = f"{len(self.slots)} slot" + ("" if len(self.slots) == 1 else "s")
-        yield Static(shown(f"Timeline · {self.job} · {count} · now {fmt_time(self.now)}"),
+        yield Static(shown(f"Timeline · {self.job} · {count} · now {times.stamp(self.now)}"),
                      id="tl-title", markup=False)  # fmt: skip
         if not self.slots:
             yield Static(shown(f"No runs of {self.job} in the ledger's lookback window."),
@@ -273,7 +274,7 @@ class TimelineScreen(Screen[None]):
         if run is None:
             return Text("no attempt in this slot", style="dim")
         end = run.finished_at.strftime("%H:%M:%S") if run.finished_at else "now"
-        took = fmt_duration((run.finished_at or self.now) - run.started_at)
+        took = times.took((run.finished_at or self.now) - run.started_at)
         text = Text(f"{run.instance} ", style="bold")
         text.append(LABELS.get(run.outcome, run.outcome), style=STYLES.get(run.outcome, ""))
         text.append(f" · {run.started_at.strftime('%H:%M:%S')}–{end} ({took})")

@@ -1,0 +1,124 @@
+"""The package's shape: no import cycles (lazy imports included), small modules, small folders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grimp
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lockconsole"
+MAX_LINES = 400
+MAX_MODULES_PER_FOLDER = 12
+# Modules allowed over MAX_LINES, with the lines they may have and why. Keep it empty.
+OVER_THE_LIMIT: dict[str, tuple[int, str]] = {
+    "lockconsole/console/facade.py": (401, "the Console facade is being split into parts"),
+}
+# Import cycles that are known and accepted: (importer, imported) -> why. Keep it empty.
+ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
+    ("lockconsole.tui.actions", "lockconsole.tui.app"): (
+        "a type-only import: the app's action mixin is typed as the app it mixes into"
+    ),
+}
+
+
+def _cycles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(imports):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(imports[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(imports.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_between_lockconsole_modules() -> None:
+    graph = grimp.build_graph("lockconsole")
+    imports = {
+        module: {
+            imported
+            for imported in graph.find_modules_directly_imported_by(module)
+            if (module, imported) not in ALLOWED_CYCLE_EDGES
+        }
+        for module in graph.modules
+    }
+    cycles = _cycles(imports)
+    described = [
+        " <-> ".join(cycle)
+        + ": "
+        + "; ".join(
+            f"{a} -> {b} (line {detail['line_number']})"
+            for a in cycle
+            for b in sorted(imports[a] & set(cycle))
+            for detail in graph.get_import_details(importer=a, imported=b)[:1]
+        )
+        for cycle in cycles
+    ]
+    assert cycles == [], "import cycles (lazy imports count too):\n" + "\n".join(described)
+
+
+def test_the_allowed_cycle_edges_are_still_imports() -> None:
+    graph = grimp.build_graph("lockconsole")
+    for importer, imported in ALLOWED_CYCLE_EDGES:
+        assert graph.direct_import_exists(importer=importer, imported=imported), (
+            f"{importer} -> {imported} is gone: drop it from ALLOWED_CYCLE_EDGES"
+        )
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = {
+        str(path.relative_to(PACKAGE.parent)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    allowed = {name: limit for name, (limit, _why) in OVER_THE_LIMIT.items()}
+    too_long = {name: lines for name, lines in long.items() if lines > allowed.get(name, MAX_LINES)}
+    assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+def test_no_folder_has_too_many_modules() -> None:
+    crowded = {
+        str(folder.relative_to(PACKAGE.parent)): count
+        for folder in [PACKAGE, *[p for p in PACKAGE.rglob("*") if p.is_dir()]]
+        if (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"]))
+        > MAX_MODULES_PER_FOLDER
+    }
+    assert crowded == {}, f"folders with over {MAX_MODULES_PER_FOLDER} modules: {crowded}"
