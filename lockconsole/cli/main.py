@@ -175,9 +175,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     from lockconsole.text.safe import shown
 
     print(shown(f"config: {config.path}"))
-    for name, url in data["databases"].items():
-        print(shown(f"database {name}: {url}"))
-    for name, job in data["jobs"].items():
-        print(shown(f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
-                    f"schedule={job['schedule'] or '-'} ({job['timezone']})"))  # fmt: skip
+    for name, database in config.databases.items():
+        print(shown(f"database {name}: {database.url.masked}"))
+    for name, job in config.jobs.items():
+        print(shown(f"job {name}: {job.strategy} key={job.key} db={job.database} "
+                    f"schedule={job.schedule or '-'} ({job.timezone})"))  # fmt: skip
     return EXIT_OK

@@ -21,7 +21,7 @@ from lockconsole.model.errors import UsageError
 RUN_EPILOG = __doc__.split("\n\n", 1)[1]
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run a job once across all instances (for crontabs)",

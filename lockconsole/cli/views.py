@@ -20,7 +20,7 @@ EXIT_ALERTS = 1
 EXIT_NOT_RELEASED = 1
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("locks", help="who holds or waits for each lock, in every database")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--job", metavar="NAME", help="only this job's holders")

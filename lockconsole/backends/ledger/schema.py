@@ -30,7 +30,7 @@ def schema() -> tuple[Any, Any]:
 
     from lockconsole.backends.ledger.store import from_db, to_db
 
-    class UTCDateTime(TypeDecorator):  # type: ignore[type-arg]
+    class UTCDateTime(TypeDecorator):
         """timestamptz / naive-UTC DATETIME(6) / text, read back as aware UTC."""
 
         impl = DateTime

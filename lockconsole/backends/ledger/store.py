@@ -216,7 +216,7 @@ class Ledger:
             )
         return evolve(
             run,
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             finished_at=finished_at,
             exit_code=exit_code,
             message=message,

@@ -279,10 +279,10 @@ def _key_params(job: Job) -> tuple[dict[str, int], str]:
     """Query parameters and query-name suffix for the job's key."""
     key = job.key
     if key.kind == "int64":
-        return {"key": int(key.value)}, ""  # type: ignore[arg-type]
+        return {"key": key.int64()}, ""
     if key.kind == "int4pair":
-        a, b = key.value  # type: ignore[misc]
-        return {"key1": int(a), "key2": int(b)}, "_pair"
+        a, b = key.int4pair()
+        return {"key1": a, "key2": b}, "_pair"
     raise ValueError(f"job {job.name!r}: a {key.kind} key cannot be a PostgreSQL advisory lock")
 
 
