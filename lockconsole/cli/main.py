@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lockconsole import __version__
 from lockconsole.model.errors import ConfigError, LockconsoleError, UsageError
@@ -17,7 +18,7 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("lockconsole").strip()  # "config", "run", or ""
         where = f"{where}: " if where else ""
         raise UsageError(f"{where}{message} (see lockconsole --help)")
