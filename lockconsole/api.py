@@ -29,10 +29,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.config.loader import Config, load_config, parse_config
 from lockconsole.model.jobs import Database, Job, Trigger
+
+if TYPE_CHECKING:
+    from lockconsole.engine.runner import Attempt
 
 
 class run_once:  # noqa: N801 - reads as a verb at the call site
@@ -42,22 +46,22 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                  strategy: str | None = None, key: int | str | tuple[int, int] | None = None,
                  instance: str | None = None, slot: datetime | None = None,
                  trigger: Trigger = "scheduled",
-                 on_lock_lost: Callable[[Any], None] | None = None,
+                 on_lock_lost: Callable[[Attempt], None] | None = None,
                  watchdog_interval: float | None = None,
                  max_duration: timedelta | None = None,
                  reuse_connections: bool = True) -> None:  # fmt: skip
         self.job_name = job
         self._config_arg, self._url = config, url
-        self._overrides = {"strategy": strategy, "key": key}
+        self._strategy, self._key = strategy, key
         self.instance, self.slot, self.trigger = instance, slot, trigger
         self.on_lock_lost = on_lock_lost
         self.watchdog_interval, self.max_duration = watchdog_interval, max_duration
         self.reuse_connections = reuse_connections
-        self.attempt: Any = None
+        self.attempt: Attempt | None = None
 
     def _resolve(self) -> tuple[Config, Job, Database, Database]:
         if self._url is not None:
-            config = _adhoc_config(self.job_name, self._url, **self._overrides)
+            config = _adhoc_config(self.job_name, self._url, strategy=self._strategy, key=self._key)
         elif isinstance(self._config_arg, Config):
             config = self._config_arg
         else:
@@ -74,7 +78,7 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
             job = replace(job, **changes)
         return config, job, config.database_for(job), config.ledger_for(job)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Attempt:
         from lockconsole.engine.runner import begin, default_instance
         from lockconsole.engine.sessions import REGISTRY
         from lockconsole.engine.stopping import Stop, holding_signals
@@ -84,31 +88,37 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         sessions = REGISTRY if self.reuse_connections else None
         stop = Stop()
         with holding_signals(stop):  # a signal here is delivered once nothing is half done
-            self.attempt = begin(job, database, ledger_db, instance=instance, slot=self.slot,
-                                 trigger=self.trigger, sessions=sessions, stop=stop)  # fmt: skip
+            attempt = self.attempt = begin(
+                job, database, ledger_db, instance=instance, slot=self.slot,
+                trigger=self.trigger, sessions=sessions, stop=stop,
+            )  # fmt: skip
         if self.on_lock_lost is not None:
-            self.attempt.on_lock_lost.append(self.on_lock_lost)
-        return self.attempt
+            attempt.on_lock_lost.append(self.on_lock_lost)
+        return attempt
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         from lockconsole.engine.stopping import holding_signals
 
         attempt = self.attempt
         if attempt is None or not attempt.acquired:
-            return False
+            return
         with holding_signals():  # record and release first; a signal is delivered after
             if exc is None:
                 attempt.finish("succeeded", exit_code=0)
             else:
                 code, message = _interruption(exc)
                 attempt.finish("failed", exit_code=code, message=message)
-        return False
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with run_once(self.job_name, config=self._config_arg, url=self._url,
-                          strategy=self._overrides["strategy"], key=self._overrides["key"],
+                          strategy=self._strategy, key=self._key,
                           instance=self.instance, slot=self.slot, trigger=self.trigger,
                           on_lock_lost=self.on_lock_lost,
                           watchdog_interval=self.watchdog_interval,
@@ -131,7 +141,9 @@ def _interruption(exc: BaseException) -> tuple[int, str]:
     return 1, f"{type(exc).__name__}: {exc}"
 
 
-def _adhoc_config(job: str, url: str, *, strategy: str | None, key: Any) -> Config:
+def _adhoc_config(
+    job: str, url: str, *, strategy: str | None, key: int | str | tuple[int, int] | None
+) -> Config:
     """A one-job Config built from keyword arguments, checked like a file."""
     import json
 

@@ -60,9 +60,12 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.config.loader import check_identifier
+
+if TYPE_CHECKING:
+    from sqlalchemy import Insert
 
 MYSQL_DUP_ENTRY = 1062
 CLIENT_FOUND_ROWS = 2  # pymysql.constants.CLIENT.FOUND_ROWS
@@ -190,6 +193,7 @@ def _claim_sqlalchemy(
     t = table_clause(table_name, *[column(c) for c in columns], schema=schema_name)
     row = {c: values[c] for c in columns}
     name = _dialect_name(conn.dialect.name)
+    stmt: Insert
     if name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 

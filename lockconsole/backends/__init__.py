@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 
 class Lock(Protocol):
     """One job's lock on a dedicated connection that never goes back to a pool while held."""
 
     strategy: str
+    job: Job  # replaced when a kept session runs the job again (its limits may differ)
+    database: Database
     session_id: int | None  # PostgreSQL backend pid / MySQL connection id; None for leases
     fencing_token: int | None  # leases: grows with every acquisition of the name
 
@@ -35,6 +37,9 @@ class Lock(Protocol):
     def close(self) -> None:
         """Close the connection; session locks die with it."""
 
+    def reusable(self) -> bool:
+        """Released cleanly, nothing lost, connection idle: fit for another attempt."""
+
 
 class LockBase:
     """`with lock:` releases a held lock on the way out, then closes the connection."""
@@ -42,7 +47,7 @@ class LockBase:
     held: bool
     lost_on_release: bool
 
-    def release(self, *args: Any) -> bool | None:
+    def release(self) -> bool | None:
         raise NotImplementedError
 
     def _gone(self) -> bool:
@@ -75,7 +80,7 @@ class LockBase:
     def close(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -105,7 +105,10 @@ class AuditLog:
                         result="attempted",
                     )  # fmt: skip
                 )
-                entry_id = int(result.inserted_primary_key[0])
+                key = result.inserted_primary_key
+                if key is None:  # an INSERT of one row into a table with a primary key has one
+                    raise DatabaseError(f"audit log on {self.database.url.masked}: no row id")
+                entry_id = int(key[0])
         except SQLAlchemyError as exc:
             msg = scrub(str(exc).splitlines()[0], self.database.url)
             raise DatabaseError(

@@ -6,11 +6,18 @@ import os
 import socket
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import DatabaseURL
+
+if TYPE_CHECKING:
+    from psycopg import Connection as PgConnection
+    from psycopg.rows import TupleRow
+    from pymysql.connections import Connection as MysqlConnection
+    from pymysql.cursors import Cursor
 
 CONNECT_TIMEOUT = 10  # seconds
 _UNSUPPORTED_OPTIONS = "unsupported startup parameter"  # PgBouncer without options ignored
@@ -48,7 +55,7 @@ class Timeouts:
         return {"connect_timeout": self.connect, "read_timeout": wait, "write_timeout": wait}
 
 
-def pg_connect_params(psycopg: Any, conninfo: str, **params: Any) -> Any:
+def pg_connect_params(psycopg: ModuleType, conninfo: str, **params: Any) -> PgConnection[TupleRow]:
     """psycopg.connect, retried once without `options` when a pooler refuses that parameter."""
     try:
         return psycopg.connect(conninfo, **params)
@@ -73,7 +80,7 @@ def connect_pg(
     autocommit: bool = True,
     connect_timeout: int = CONNECT_TIMEOUT,
     timeouts: Timeouts | None = None,
-) -> Any:
+) -> PgConnection[TupleRow]:
     """A psycopg connection of its own; prepare_threshold=None so a pooler in front is safe.
 
     `timeouts` (the console's) replaces connect_timeout and adds statement_timeout and TCP
@@ -97,7 +104,7 @@ def connect_pg(
         raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
 
 
-def local_address(conn: Any) -> Any:
+def local_address(conn: PgConnection[Any]) -> tuple[Any, ...] | None:
     """Our end of a psycopg connection's TCP socket, (host, port, ...); None over a Unix socket."""
     try:
         with socket.socket(fileno=os.dup(conn.fileno())) as sock:
@@ -108,7 +115,9 @@ def local_address(conn: Any) -> Any:
     return None
 
 
-def prepare_if_direct(conn: Any, server_port: int | None, client_port: int | None) -> bool:
+def prepare_if_direct(
+    conn: PgConnection[Any], server_port: int | None, client_port: int | None
+) -> bool:
     """Let psycopg prepare the statements a kept connection repeats, once it is known direct.
 
     Our connections open with prepare_threshold=None: transaction pooling breaks named prepared
@@ -136,7 +145,7 @@ def connect_mysql(
     connect_timeout: float = CONNECT_TIMEOUT,
     read_timeout: float | None = None,
     write_timeout: float | None = None,
-) -> Any:
+) -> MysqlConnection[Cursor]:
     """A PyMySQL connection of its own, autocommit on."""
     import pymysql
 

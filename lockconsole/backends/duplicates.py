@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import IO, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import Connection, Engine, and_, column, func, inspect, select
+from sqlalchemy import Connection, Engine, Select, and_, column, func, inspect, select
 from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -164,7 +164,7 @@ def rows(
 
     def work(conn: Connection) -> list[dict[str, Any]]:
         stmt = (
-            select(sa.literal_column("*"))
+            _every_column()
             .select_from(s.table)
             .where(and_(*[c == v for c, v in zip(s.key, key, strict=True)]))
             .order_by(*[column(c) for c in _primary_key(conn, s)])
@@ -201,7 +201,7 @@ def export_csv(
 
     def work(conn: Connection) -> int:
         stmt = (
-            select(sa.literal_column("*"))
+            _every_column()
             .select_from(s.table)
             .where(s.in_duplicated())
             .order_by(*s.key, *[column(c) for c in _primary_key(conn, s)])
@@ -268,13 +268,21 @@ def _primary_key(conn: Connection, s: _Spec) -> list[str]:
     return list(pk.get("constrained_columns") or [])
 
 
+def _every_column() -> Select[Any]:
+    """SELECT *: the table's columns are whatever it has."""
+    return select(sa.literal_column("*"))
+
+
 def _has_unique_key(conn: Connection, s: _Spec) -> bool | None:
     """True when a primary key, unique constraint or full unique index covers exactly the key."""
-    fold = (lambda n: n) if conn.dialect.name == "postgresql" else str.casefold
+    fold: Callable[[str], str] = (
+        (lambda n: n) if conn.dialect.name == "postgresql" else str.casefold
+    )
     want = {fold(c.name) for c in s.key}
     try:
         insp = inspect(conn)
-        sets = [insp.get_pk_constraint(s.name, schema=s.schema).get("constrained_columns")]
+        pk = insp.get_pk_constraint(s.name, schema=s.schema).get("constrained_columns")
+        sets: list[Sequence[str | None]] = [pk or []]
         sets += [u["column_names"] for u in insp.get_unique_constraints(s.name, schema=s.schema)]
         for ix in insp.get_indexes(s.name, schema=s.schema):
             options = ix.get("dialect_options", {})
@@ -283,7 +291,10 @@ def _has_unique_key(conn: Connection, s: _Spec) -> bool | None:
                 sets.append(ix["column_names"])
     except (SQLAlchemyError, NotImplementedError):
         return None
-    return any(cols and None not in cols and {fold(c) for c in cols} == want for cols in sets)
+    return any(
+        cols and None not in cols and {fold(c) for c in cols if c is not None} == want
+        for cols in sets
+    )
 
 
 def _run(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.connect import Timeouts, pg_connect_params
 from lockconsole.model.jobs import DatabaseURL
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import URL
 
 _MYSQL_QUERY = ("charset", "unix_socket")
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
 
 
-def sa_url(url: DatabaseURL) -> Any:
+def sa_url(url: DatabaseURL) -> URL:
     """The SQLAlchemy URL object for `url` (render it with hide_password=True only)."""
     from sqlalchemy.engine import URL, make_url
 
@@ -24,7 +28,7 @@ def sa_url(url: DatabaseURL) -> Any:
 
 
 def engine_for(url: DatabaseURL, *, dedicated: bool = False, timeouts: Timeouts | None = None,
-               application_name: str | None = None, **kwargs: Any) -> Any:  # fmt: skip
+               application_name: str | None = None, **kwargs: Any) -> Engine:  # fmt: skip
     """An Engine; `dedicated` uses NullPool so a connection holding a lock is never pooled.
 
     `timeouts` (the console's) bounds connecting and each statement (see connect.Timeouts);

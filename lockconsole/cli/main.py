@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lockconsole import __version__
 from lockconsole.model.errors import ConfigError, LockconsoleError, UsageError
@@ -17,7 +18,7 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("lockconsole").strip()  # "config", "run", or ""
         where = f"{where}: " if where else ""
         raise UsageError(f"{where}{message} (see lockconsole --help)")
@@ -175,9 +176,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     from lockconsole.text.safe import shown
 
     print(shown(f"config: {config.path}"))
-    for name, url in data["databases"].items():
-        print(shown(f"database {name}: {url}"))
-    for name, job in data["jobs"].items():
-        print(shown(f"job {name}: {job['strategy']} key={job['key']} db={job['database']} "
-                    f"schedule={job['schedule'] or '-'} ({job['timezone']})"))  # fmt: skip
+    for name, database in config.databases.items():
+        print(shown(f"database {name}: {database.url.masked}"))
+    for name, job in config.jobs.items():
+        print(shown(f"job {name}: {job.strategy} key={job.key} db={job.database} "
+                    f"schedule={job.schedule or '-'} ({job.timezone})"))  # fmt: skip
     return EXIT_OK

@@ -15,13 +15,19 @@ import math
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from lockconsole.model.errors import UsageError
+
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
+    from lockconsole.engine.execute import Target
+    from lockconsole.model.jobs import Job, Run
 
 RUN_EPILOG = __doc__.split("\n\n", 1)[1]
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run a job once across all instances (for crontabs)",
@@ -121,7 +127,7 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _target(job, cmd):  # type: ignore[no-untyped-def]
+def _target(job: Job, cmd: list[str] | None) -> Target:
     if cmd:
         return cmd
     if job.command:
@@ -133,7 +139,15 @@ def _target(job, cmd):  # type: ignore[no-untyped-def]
     raise UsageError(f"run: job {job.name!r} has no command or callable; give one after --")
 
 
-def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # type: ignore[no-untyped-def]
+def cmd_run(
+    config: Config,
+    job: Job,
+    target: Target,
+    instance: str | None,
+    slot: datetime | None,
+    manual: bool,
+    as_json: bool,
+) -> int:
     """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
     run; after, the job is stopped (or never started), the lock released, the outcome recorded.
     A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
@@ -162,7 +176,7 @@ def cmd_run(config, job, target, instance, slot, manual, as_json) -> int:  # typ
     return exit_code_for(run)
 
 
-def run_json(run) -> dict:  # type: ignore[no-untyped-def]
+def run_json(run: Run) -> dict[str, object]:
     """A Run as JSON-ready values (ISO times)."""
     out = asdict(run)
     for k, v in out.items():

@@ -5,15 +5,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console as RichConsole
+from rich.console import Group
 from rich.table import Table
 
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import Idempotency, Run
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import data_text
 from lockconsole.text.times import age, stamp, took
+
+if TYPE_CHECKING:
+    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
 
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
 # Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
@@ -85,7 +89,9 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> None:
     out.print(table)
 
 
-def dupes_table(spec: Any, summary: Any, page: Any, ddl: str) -> None:
+def dupes_table(
+    spec: Idempotency, summary: DuplicateSummary, page: DuplicatePage, ddl: str
+) -> None:
     key = ", ".join(spec.key)
     out.print(data_text(f"{spec.table} ({key}): {summary.groups} duplicate groups, "
                         f"{summary.surplus_rows} surplus rows"))  # fmt: skip
@@ -103,8 +109,6 @@ def dupes_table(spec: Any, summary: Any, page: Any, ddl: str) -> None:
     out.print(data_text(f"fix: {ddl}") if "\n" not in ddl else _lines(f"fix: {ddl}"))
 
 
-def _lines(text: str) -> Any:
+def _lines(text: str) -> Group:
     """Multi-line text (a note, then DDL): each line shown as data, the breaks kept."""
-    from rich.console import Group
-
     return Group(*(data_text(line) for line in text.split("\n")))

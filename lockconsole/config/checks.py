@@ -60,10 +60,10 @@ def check_identifier(value: object) -> str:
 
 def check_column(value: object) -> str:
     """A plain column name, without a table or schema."""
-    check_identifier(value)
-    if "." in value:  # type: ignore[operator]
-        raise ValueError(f"{value!r}: a column is a plain name, without a table")
-    return value  # type: ignore[return-value]
+    name = check_identifier(value)
+    if "." in name:
+        raise ValueError(f"{name!r}: a column is a plain name, without a table")
+    return name
 
 
 def check_job_name(name: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -367,7 +367,7 @@ class _Builder:
             stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler, redis_prefix=redis_prefix,
         )  # fmt: skip
 
-    def field_error(self, where: tuple[str, ...]):
+    def field_error(self, where: tuple[str, ...]) -> Callable[[str, str], ConfigError]:
         return lambda key, message: self.error(where, key, message)
 
     def idempotency(self, where: tuple[str, ...], raw: object) -> Idempotency:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from lockconsole.config.checks import parse_duration
 
@@ -35,7 +36,7 @@ _DURATIONS = (
 def parse_console(raw: Mapping[str, object],
                   error: Callable[[str, str], Exception]) -> ConsoleSettings:  # fmt: skip
     """ConsoleSettings from the [console] table; `error(key, message)` builds the ConfigError."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # by field name: a timedelta or an int, each checked for its key
     for key, value in raw.items():
         if key in _DURATIONS:
             try:
@@ -52,4 +53,4 @@ def parse_console(raw: Mapping[str, object],
         else:
             allowed = ", ".join((*_DURATIONS, "history_limit"))
             raise error(key, f"unknown key (allowed: {allowed})")
-    return ConsoleSettings(**values)  # type: ignore[arg-type]
+    return ConsoleSettings(**values)

@@ -6,9 +6,9 @@ import os
 import re
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from lockconsole.model.jobs import DatabaseURL
+from lockconsole.model.jobs import DatabaseURL, Dialect
 
-_SCHEMES = {
+_SCHEMES: dict[str, Dialect] = {
     "postgresql": "postgresql",
     "postgres": "postgresql",
     "postgresql+psycopg": "postgresql",
@@ -119,7 +119,7 @@ def parse_url(raw: str) -> DatabaseURL:
             remember_secret(_v)
     remember_secret(password)
     return DatabaseURL(
-        dialect,  # type: ignore[arg-type]
+        dialect,
         raw,
         mask(raw),
         host=parts.hostname,
@@ -175,20 +175,22 @@ def _redacting_record_factory() -> None:
     if getattr(previous, "lockconsole_redacts", False):
         return
 
-    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        if record.name.startswith("lockconsole"):
-            try:
-                message = record.getMessage()
-            except Exception:  # a bad format string stays logging's own problem
-                return record
-            masked = redact(message)
-            if masked != message or record.args:
-                record.msg, record.args = masked, ()
-        return record
+    class Factory:
+        lockconsole_redacts = True  # installed once, even if this module is loaded again
 
-    factory.lockconsole_redacts = True  # type: ignore[attr-defined]
-    logging.setLogRecordFactory(factory)
+        def __call__(self, *args: object, **kwargs: object) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            if record.name.startswith("lockconsole"):
+                try:
+                    message = record.getMessage()
+                except Exception:  # a bad format string stays logging's own problem
+                    return record
+                masked = redact(message)
+                if masked != message or record.args:
+                    record.msg, record.args = masked, ()
+            return record
+
+    logging.setLogRecordFactory(Factory())
 
 
 _redacting_record_factory()

@@ -13,9 +13,12 @@ import os
 import time
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lockconsole.config.loader import Config, load_config
+
+if TYPE_CHECKING:
+    from lockconsole.engine.runner import Attempt
 
 log = logging.getLogger("lockconsole.demo.billing")
 
@@ -49,7 +52,7 @@ def _pace() -> float:
         return DEFAULT_PACE
 
 
-def nightly_billing(attempt: Any) -> None:
+def nightly_billing(attempt: Attempt) -> None:
     """Charge each renewing tenant once for this night, claim first (see the module doc)."""
     from lockconsole.backends.connect import connect_pg
     from lockconsole.idempotency import claim
@@ -84,7 +87,7 @@ def nightly_billing(attempt: Any) -> None:
              period, charged, already, run.instance)  # fmt: skip
 
 
-def invoice_reminders(attempt: Any) -> None:
+def invoice_reminders(attempt: Attempt) -> None:
     """Send the reminders (a short stand-in): the job whose lock the stale session keeps."""
     for _ in range(10):
         attempt.check()
@@ -92,7 +95,7 @@ def invoice_reminders(attempt: Any) -> None:
     log.info("sent reminders instance=%s", attempt.run.instance)
 
 
-def usage_rollup(attempt: Any) -> None:
+def usage_rollup(attempt: Attempt) -> None:
     """The MySQL app's nightly job (GET_LOCK): roll up usage, a few seconds of work."""
     for _ in range(120):  # as long as tonight's billing, so its GET_LOCK holder shows
         attempt.check()

@@ -21,7 +21,7 @@ from lockconsole.model.errors import UsageError
 BILLING_SHARE = 0.25  # the share of a night the billing run takes (the lock is visibly held)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     """The `demo` subcommand's parser."""
     p = sub.add_parser(
         "demo",

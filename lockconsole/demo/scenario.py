@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 from lockconsole.backends.ledger.store import Ledger
@@ -42,7 +43,13 @@ from lockconsole.demo import (
 from lockconsole.demo.billing import period_for
 from lockconsole.engine.runner import SKIP_HELD
 from lockconsole.model.errors import UsageError
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import Outcome, Run, evolve
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
+
+    _Conn: TypeAlias = Connection[TupleRow]  # the demo database, seeded in one transaction
 
 TENANTS = 150
 RENEWING = 120  # renew on the 1st: every compressed night
@@ -253,14 +260,16 @@ def _seed(url: str, config: Config, slots: list[datetime]) -> None:
         conn.commit()
 
 
-def _run(slot: datetime, instance: str, offset: float, outcome: str, **extra: object) -> Run:
+def _run(slot: datetime, instance: str, offset: float, outcome: Outcome, **extra: Any) -> Run:
+    """A scripted Run; `extra` sets more of its fields by name."""
     number = INSTANCES.index(instance) + 1
-    return Run(job=BILLING_JOB, slot=slot, instance=instance, host=instance,
-               pid=4120 + number, trigger="scheduled", outcome=outcome,  # type: ignore[arg-type]
-               started_at=slot + timedelta(seconds=offset), **extra)  # type: ignore[arg-type]  # fmt: skip
+    run = Run(job=BILLING_JOB, slot=slot, instance=instance, host=instance,
+              pid=4120 + number, trigger="scheduled", outcome=outcome,
+              started_at=slot + timedelta(seconds=offset))  # fmt: skip
+    return evolve(run, **extra)
 
 
-def _incident(conn: object, ledger: Ledger, slot: datetime) -> None:
+def _incident(conn: _Conn, ledger: Ledger, slot: datetime) -> None:
     """The night before the lock: every instance's scheduler billed every renewing tenant."""
     note = "ran unguarded: the in-app scheduler fired on every instance (before lockconsole)"
     for instance, offset in zip(INSTANCES, (0.31, 0.52, 0.18), strict=True):
@@ -270,7 +279,7 @@ def _incident(conn: object, ledger: Ledger, slot: datetime) -> None:
         ledger.finish(run, "succeeded", exit_code=0, message=note, finished_at=done)
 
 
-def _fixed_night(conn: object, ledger: Ledger, slot: datetime, n: int, key: str) -> None:
+def _fixed_night(conn: _Conn, ledger: Ledger, slot: datetime, n: int, key: str) -> None:
     """A night after the fix: one instance got lock 4242 and billed, the other two skipped."""
     winner = INSTANCES[(n + 1) % len(INSTANCES)]
     for i, instance in enumerate(INSTANCES):
@@ -288,9 +297,9 @@ def _fixed_night(conn: object, ledger: Ledger, slot: datetime, n: int, key: str)
         ledger.finish(run, "succeeded", exit_code=0, message=message, finished_at=done)
 
 
-def _charges(conn: object, slot: datetime, instance: str, run_id: int | None, at: datetime,
+def _charges(conn: _Conn, slot: datetime, instance: str, run_id: int | None, at: datetime,
              *, claims: bool) -> None:  # fmt: skip
     params = {"period": period_for(slot), "instance": instance, "run_id": run_id, "at": at}
     if claims:
-        conn.execute(INSERT_CLAIMS, params)  # type: ignore[attr-defined]
-    conn.execute(INSERT_INVOICES, params)  # type: ignore[attr-defined]
+        conn.execute(INSERT_CLAIMS, params)
+    conn.execute(INSERT_INVOICES, params)

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from lockconsole.backends import Lock
+from lockconsole.backends import Lock, LockBase
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Run
@@ -24,13 +24,13 @@ def lock_still_held(lock: Lock) -> bool:
         return False
 
 
-def borrow_lock_connection(ledger: Ledger, lock: Lock) -> bool:
+def borrow_lock_connection(ledger: Ledger, lock: Lock | None) -> bool:
     """Let the ledger write on the lock's own connection (still open: the lock is held until
     after the outcome is written), when that is an autocommit session on the ledger's database."""
-    conn = getattr(lock, "conn", None)
-    if lock.strategy not in ("pg-session", "mysql") or conn is None:
+    if not isinstance(lock, LockBase) or lock.strategy not in ("pg-session", "mysql"):
         return False
-    if lock._gone() or lock.database.url.raw != ledger.url.raw:  # type: ignore[attr-defined]
+    conn = getattr(lock, "conn", None)
+    if conn is None or lock._gone() or lock.database.url.raw != ledger.url.raw:
         return False
     ledger._drop_connection()
     ledger.borrow(conn)

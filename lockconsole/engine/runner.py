@@ -93,7 +93,7 @@ def begin(
     session = sessions.take(key) if sessions is not None else None
     if session is not None:
         lock, ledger = session.lock, session.ledger
-        lock.job = job  # type: ignore[attr-defined]  # max_duration / min_hold may differ
+        lock.job = job  # max_duration / min_hold may differ
     else:
         ledger = Ledger(ledger_database)
         try:

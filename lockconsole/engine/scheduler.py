@@ -19,11 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lockconsole.config.loader import Config
 from lockconsole.engine.stopping import Stop, Stopped
 from lockconsole.model.jobs import Job
 from lockconsole.model.slots import next_fire, utcnow
+
+if TYPE_CHECKING:
+    from lockconsole.engine.execute import Target
 
 log = logging.getLogger("lockconsole.engine.scheduler")
 EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record and release
@@ -170,7 +174,7 @@ class Scheduler:
             if self.stopping.is_set():
                 stop.request(self.stop_reason)
         try:
-            target = list(job.command) if job.command else None
+            target: Target | None = list(job.command) if job.command else None
             if target is None and job.callable:
                 target = resolve_callable(job.callable)
             if target is None:
@@ -204,5 +208,5 @@ def _import_run_path(jobs: Sequence[Job]) -> None:
     import importlib
 
     importlib.import_module("lockconsole.engine.execute")
-    for name in {_BACKENDS.get(job.strategy) for job in jobs} - {None}:
+    for name in {_BACKENDS[job.strategy] for job in jobs if job.strategy in _BACKENDS}:
         importlib.import_module(f"lockconsole.backends.{name}.lock")

@@ -51,7 +51,7 @@ class Session:
     def reusable(self) -> bool:
         """True when the lock is released, nothing was lost and both connections are idle."""
         try:
-            return bool(self.lock.reusable() and self.ledger.reusable())  # type: ignore[attr-defined]
+            return self.lock.reusable() and self.ledger.reusable()
         except Exception:
             return False
 

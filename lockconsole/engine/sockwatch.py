@@ -21,7 +21,7 @@ import logging
 import os
 import select
 import threading
-from typing import Any
+from typing import Protocol
 
 log = logging.getLogger("lockconsole.engine.runner")
 _EVENTS = (
@@ -34,15 +34,25 @@ _EVENTS = (
 WAIT_SECONDS = 30.0  # the thread wakes this often with nothing to do, and ends when idle
 
 
+class Poked(Protocol):
+    """What is watched: poke() runs the real check, True to keep watching."""
+
+    def poke(self) -> bool: ...
+
+
 class SocketWatcher:
     """Maps each watched socket to its watch; one daemon thread waits on them all."""
 
     available = hasattr(select, "epoll")
+    _mutex: threading.Lock
+    _epoll: select.epoll | None
+    _watches: dict[int, Poked]
+    _thread: threading.Thread | None
 
     def __init__(self) -> None:
         self._forget()
 
-    def add(self, fd: int, watch: Any) -> bool:
+    def add(self, fd: int, watch: Poked) -> bool:
         """Watch `fd` for `watch` (its poke() runs on an event); False if it cannot be watched."""
         if not self.available:
             return False
@@ -56,14 +66,15 @@ class SocketWatcher:
                 return False
             self._watches[fd] = watch
             if self._thread is None:
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._loop, args=(self._epoll,), name="lockconsole-sockets",
                     daemon=True,
                 )  # fmt: skip
-                self._thread.start()
+                self._thread = thread
+                thread.start()
         return True
 
-    def remove(self, fd: int, watch: Any) -> None:
+    def remove(self, fd: int, watch: Poked) -> None:
         """Stop watching `fd` (if it still belongs to `watch`)."""
         with self._mutex:
             if self._watches.get(fd) is not watch:
@@ -75,7 +86,7 @@ class SocketWatcher:
             except OSError:
                 pass  # already closed: the kernel dropped it
 
-    def _rearm(self, fd: int, watch: Any) -> None:
+    def _rearm(self, fd: int, watch: Poked) -> None:
         with self._mutex:
             if self._watches.get(fd) is watch and self._epoll is not None:
                 try:
@@ -83,7 +94,7 @@ class SocketWatcher:
                 except OSError:
                     pass
 
-    def _loop(self, epoll: Any) -> None:
+    def _loop(self, epoll: select.epoll) -> None:
         while True:
             try:
                 events = epoll.poll(WAIT_SECONDS)
@@ -103,9 +114,9 @@ class SocketWatcher:
     def _forget(self) -> None:
         """A fresh state (also in a forked child: the parent's thread and epoll are not ours)."""
         self._mutex = threading.Lock()
-        self._epoll: Any = None
-        self._watches: dict[int, Any] = {}
-        self._thread: threading.Thread | None = None
+        self._epoll = None
+        self._watches = {}
+        self._thread = None
 
 
 SOCKETS = SocketWatcher()

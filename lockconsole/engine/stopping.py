@@ -11,8 +11,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeAlias
 
 from lockconsole.engine import faultpoints
+
+if TYPE_CHECKING:
+    import signal
+    from types import FrameType
+
+    # what signal.signal() takes and gives back
+    _Handler: TypeAlias = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 class Stopped(BaseException):
@@ -128,7 +136,7 @@ def holding_signals(stop: Stop | None = None) -> Iterator[None]:
         yield
         return
     got: list[int] = []
-    previous: dict[int, object] = {}
+    previous: dict[int, _Handler] = {}
 
     def handler(signum: int, _frame: object) -> None:
         got.append(signum)
@@ -140,8 +148,8 @@ def holding_signals(stop: Stop | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)  # type: ignore[arg-type]
+        for signum, h in previous.items():
+            signal.signal(signum, h)
         for signum in got:
             earlier = previous[signum]
             if callable(earlier):

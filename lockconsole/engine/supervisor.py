@@ -30,11 +30,15 @@ import signal
 import sys
 import time
 
+TYPE_CHECKING = False  # not typing's: this script starts without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 STOPPED_BEFORE_START = 128 + signal.SIGTERM
 _PR_SET_PDEATHSIG = 1
 
 
-def _prctl() -> object | None:
+def _prctl() -> Callable[..., int] | None:
     """libc's prctl on Linux (loaded before the fork: the child must not import)."""
     if not sys.platform.startswith("linux"):
         return None
@@ -52,7 +56,7 @@ _PRCTL = _prctl()
 def _die_with_parent() -> None:
     """In the job (between fork and exec): SIGKILL it if the supervisor dies."""
     if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # type: ignore[operator]
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _in_child(keep_out: tuple[int, ...]) -> None:

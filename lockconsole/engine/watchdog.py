@@ -139,6 +139,15 @@ class _Worker:
 class WatchdogPool:
     """Notes new watches, and hands each one that comes due to a watchdog thread of its own."""
 
+    _mutex: threading.Lock
+    _idle: list[_Worker]
+    _ticking: threading.Condition
+    _pending: dict[int, Watch]
+    _ticker: threading.Thread | None
+    _tick: float
+    _next_wake: float
+    _last_watch: float
+
     def __init__(self, max_idle: int = MAX_IDLE, idle_seconds: float = IDLE_SECONDS) -> None:
         self.max_idle = max_idle
         self.idle_seconds = idle_seconds
@@ -156,15 +165,15 @@ class WatchdogPool:
                 watch._arm()
             self._pending[id(watch)] = watch
             self._last_watch = time.monotonic()
-            if self._ticker is None:
+            ticker = self._ticker
+            if ticker is None:
                 self._tick, start = tick, True
-                self._ticker = threading.Thread(
+                ticker = self._ticker = threading.Thread(
                     target=self._tick_loop, name="lockconsole-watchdog-ticker", daemon=True
                 )
             elif tick < self._tick or watch.due < self._next_wake:
                 self._tick = min(self._tick, tick)
                 self._ticking.notify()
-            ticker = self._ticker
         if start:
             ticker.start()
         if fd is not None and not SOCKETS.add(fd, watch):
@@ -231,10 +240,10 @@ class WatchdogPool:
     def _forget(self) -> None:
         """A fresh state (also in a forked child, where the parent's threads do not exist)."""
         self._mutex = threading.Lock()  # the idle workers
-        self._idle: list[_Worker] = []
+        self._idle = []
         self._ticking = threading.Condition()  # the ticker and the watches not yet due
-        self._pending: dict[int, Watch] = {}
-        self._ticker: threading.Thread | None = None
+        self._pending = {}
+        self._ticker = None
         self._tick = MIN_TICK
         self._next_wake = 0.0
         self._last_watch = 0.0

@@ -25,9 +25,21 @@ class LockKey:
 
     def __str__(self) -> str:
         if self.kind == "int4pair":
-            a, b = self.value  # type: ignore[misc]
+            a, b = self.int4pair()
             return f"{a},{b}"
         return str(self.value)
+
+    def int64(self) -> int:
+        """The value of an int64 key."""
+        if self.kind != "int64" or not isinstance(self.value, int):
+            raise ValueError(f"a {self.kind} key is not an int64 key")
+        return self.value
+
+    def int4pair(self) -> tuple[int, int]:
+        """The (a, b) of an int4 pair key."""
+        if self.kind != "int4pair" or not isinstance(self.value, tuple):
+            raise ValueError(f"a {self.kind} key is not an int4 pair")
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -57,10 +57,10 @@ def int4_to_oid(value: int) -> int:
 def pg_locks_identity(key: LockKey) -> tuple[int, int, int]:
     """(classid, objid, objsubid) under which pg_locks lists `key`."""
     if key.kind == "int64":
-        classid, objid = split_int64(int(key.value))  # type: ignore[arg-type]
+        classid, objid = split_int64(key.int64())
         return classid, objid, 1
     if key.kind == "int4pair":
-        a, b = key.value  # type: ignore[misc]
+        a, b = key.int4pair()
         return int4_to_oid(a), int4_to_oid(b), 2
     raise ValueError(f"a {key.kind} key has no pg_locks identity")
 

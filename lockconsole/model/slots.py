@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from lockconsole.model.jobs import Job
@@ -16,10 +17,19 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _cron(job: Job, base: datetime):  # type: ignore[no-untyped-def]
+class _Cron(Protocol):
+    """The part of croniter's iterator used here."""
+
+    def get_prev(self, ret_type: type[datetime]) -> datetime: ...
+
+    def get_next(self, ret_type: type[datetime]) -> datetime: ...
+
+
+def _cron(schedule: str, timezone: str, base: datetime) -> _Cron:
     from croniter import croniter
 
-    return croniter(job.schedule, base.astimezone(ZoneInfo(job.timezone)))
+    cron: _Cron = croniter(schedule, base.astimezone(ZoneInfo(timezone)))
+    return cron
 
 
 def slot_for(job: Job, at: datetime) -> datetime:
@@ -32,23 +42,24 @@ def slot_for(job: Job, at: datetime) -> datetime:
     at = at.astimezone(UTC)
     if not job.schedule:
         return at.replace(second=0, microsecond=0)
-    prev, nxt = _firings_around(job, at.replace(microsecond=0))
+    prev, nxt = _firings_around(job.schedule, job.timezone, at.replace(microsecond=0))
     tolerance = min(MAX_EARLY, (nxt - prev) / 4)
     return nxt if nxt - at <= tolerance else prev
 
 
-def _firings_around(job: Job, second: datetime) -> tuple[datetime, datetime]:
+def _firings_around(schedule: str, timezone: str, second: datetime) -> tuple[datetime, datetime]:
     """The latest firing at or before `second` and the one after it (UTC).
 
     Parsing a cron expression costs more than a lock round trip, so the last pair found for each
     schedule is kept: any `second` between them has the same pair.
     """
-    key = (job.schedule, job.timezone)
+    key = (schedule, timezone)
     window = _WINDOWS.get(key)
     if window is not None and window[0] <= second < window[1]:
         return window
-    prev = _cron(job, second + timedelta(seconds=1)).get_prev(datetime).astimezone(UTC)
-    nxt = _cron(job, prev).get_next(datetime).astimezone(UTC)
+    prev = _cron(schedule, timezone, second + timedelta(seconds=1)).get_prev(datetime)
+    prev = prev.astimezone(UTC)
+    nxt = _cron(schedule, timezone, prev).get_next(datetime).astimezone(UTC)
     if len(_WINDOWS) > 1024:  # schedules come from config files: a bound, not a policy
         _WINDOWS.clear()
     _WINDOWS[key] = (prev, nxt)
@@ -59,7 +70,8 @@ def next_fire(job: Job, after: datetime) -> datetime | None:
     """The first firing strictly after `after` (UTC), or None for a job without a schedule."""
     if not job.schedule:
         return None
-    return _cron(job, after.astimezone(UTC)).get_next(datetime).astimezone(UTC)
+    cron = _cron(job.schedule, job.timezone, after.astimezone(UTC))
+    return cron.get_next(datetime).astimezone(UTC)
 
 
 def manual_slot(at: datetime) -> datetime:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from lockconsole.config.urls import redact, secrets_version
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:  # rich is imported only when a Text is built (the run path stays light)
     from rich.text import Text
@@ -134,7 +136,7 @@ def clean(text: Text | str, *, limit: int | None = None) -> Text:
     return out
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: _T) -> _T | str:
     """A value for a CSV cell: text that a spreadsheet would run as a formula gets a leading '."""
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
@@ -144,14 +146,14 @@ def csv_cell(value: Any) -> Any:
 class MaskedStream:
     """A text stream that masks passwords in everything written through it (CLI stdout/err)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         self._stream.write(redact(text))
         return len(text)
 
-    def writelines(self, lines: Any) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Connection, Engine, Table, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from lockconsole.backends.audit import Actor, AuditLog
@@ -40,10 +39,10 @@ class LeaseInspector:
         self.database, self.table = database, table
         self.timeouts = timeouts  # None: engine_for's defaults
         self.dialect = database.url.dialect
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._table: Table | None = None
 
-    def _engine_(self) -> Any:
+    def _engine_(self) -> Engine:
         """The engine, created on first use (NullPool: nothing lingers between refreshes)."""
         if self._engine is None:
             self._engine = engine_for(self.database.url, dedicated=True, timeouts=self.timeouts)
@@ -58,7 +57,7 @@ class LeaseInspector:
         """A one-line DatabaseError naming the masked URL, never a password."""
         return DatabaseError(f"{self.database.url.masked}: {what}: {self._describe(exc)}")
 
-    def _lease_table(self, conn: Any) -> tuple[Table | None, str | None]:
+    def _lease_table(self, conn: Connection) -> tuple[Table | None, str | None]:
         """The table as found (with fencing_token when it has one), or None and why not."""
         if self._table is not None:
             return self._table, None

@@ -21,7 +21,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import String, Table, bindparam, case, func, insert, select, update
+from sqlalchemy import BindParameter, String, Table, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -79,7 +79,7 @@ class LeaseLock(LockBase):
 
     # -- connection -------------------------------------------------------------------------
 
-    def _error(self, exc: BaseException) -> DatabaseError:
+    def _failed(self, exc: BaseException) -> DatabaseError:
         """A one-line DatabaseError naming the masked URL, never a password."""
         orig = getattr(exc, "orig", None) or exc
         url = self.database.url
@@ -167,7 +167,7 @@ class LeaseLock(LockBase):
             until = plus(now, max_duration, dialect)
         taken: dict[str, Any] = {"lock_until": until, "locked_at": now, "locked_by": self.owner}
         row = dict(taken, name=self.name)
-        token = bindparam("token", None)
+        token: BindParameter[int | None] = bindparam("token", None)
         mine = [t.c.name == self.name, t.c.locked_by == self.owner]
         if fencing:
             row[FENCING] = 1
@@ -218,7 +218,7 @@ class LeaseLock(LockBase):
             got, token = self._acquire()
         except self._errors as exc:
             self._drop_connection()
-            raise self._error(exc) from None
+            raise self._failed(exc) from None
         if got:  # a refusal leaves an earlier hold of this object as it was
             self.held, self.fencing_token, self.lost_before_release = True, token, False
         return got
@@ -250,11 +250,12 @@ class LeaseLock(LockBase):
         """True while our row has our owner (and token) and lock_until > now; never raises."""
         if not self.held:
             return False
+        errors: tuple[type[BaseException], ...] = (*self._errors, DatabaseError)
         for attempt in (1, 2):
             try:
                 found = self._run("check", {"token": self.fencing_token, **self._clock()}, "row")
                 return found is not None
-            except (*self._errors, DatabaseError):
+            except errors:
                 self._drop_connection()
                 if attempt == 2:
                     return False
@@ -274,7 +275,7 @@ class LeaseLock(LockBase):
             except self._errors as exc:
                 self._drop_connection()
                 if attempt == 2:
-                    raise self._error(exc) from None
+                    raise self._failed(exc) from None
             else:
                 self.lost_before_release = changed != 1
                 return not self.lost_before_release

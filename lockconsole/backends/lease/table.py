@@ -18,6 +18,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     MetaData,
+    Select,
     String,
     Table,
     func,
@@ -97,7 +98,9 @@ def plus(expr: ColumnElement[datetime], delta: timedelta, dialect: str) -> Colum
 def table_columns(conn: Any, qualified: str) -> set[str] | None:
     """The table's column names (lower-case) from one `SELECT * … LIMIT 0`; None when missing."""
     schema, name = split_name(qualified)
-    probe = select(literal_column("*")).select_from(table(name, schema=schema)).limit(0)
+    probe: Select[Any] = (
+        select(literal_column("*")).select_from(table(name, schema=schema)).limit(0)
+    )
     try:
         with conn.begin():
             keys = conn.execute(probe).keys()

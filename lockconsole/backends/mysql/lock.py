@@ -29,7 +29,7 @@ class MysqlLock(LockBase):
         self.held = False
         self.lost_on_release = False  # release found the lock (or its session) already gone
         self._closed = False
-        self.conn: Any = connect_mysql(database.url, read_timeout=READ_TIMEOUT)
+        self.conn = connect_mysql(database.url, read_timeout=READ_TIMEOUT)
         self._merged: dict[str, str] = {}  # query name -> its text with the name escaped in
 
     def _fetch(self, query: str) -> tuple[Any, ...] | None:
@@ -67,7 +67,9 @@ class MysqlLock(LockBase):
             row = self._fetch("get_lock")
         except (pymysql.MySQLError, OSError) as exc:
             raise self._error(f"GET_LOCK({self.name!r}, 0)", exc) from None
-        got, self.session_id = row[0], int(row[1])  # type: ignore[index]
+        if row is None:  # GET_LOCK always answers one row: a broken session
+            raise DatabaseError(f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0): no row")
+        got, self.session_id = row[0], int(row[1])
         if got is None:
             raise DatabaseError(
                 f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0) returned NULL "

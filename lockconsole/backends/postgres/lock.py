@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import LockBase, sqlfiles
 from lockconsole.backends.connect import connect_pg, first_line, prepare_if_direct
@@ -22,6 +22,10 @@ from lockconsole.config.urls import scrub
 from lockconsole.model.errors import ConfigError, DatabaseError
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.keys import pg_locks_identity
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
+    from psycopg.rows import TupleRow
 
 log = logging.getLogger("lockconsole.engine.runner")
 
@@ -55,7 +59,7 @@ class _PgLock(LockBase):
         )
         self._timeout_set = False
         self._ports_seen = False  # prepare_if_direct has looked at this connection's ports
-        self.conn: Any = connect_pg(database.url, application_name=application_name)
+        self.conn = connect_pg(database.url, application_name=application_name)
         _fail_fast(self.conn)
 
     def _sql(self, verb: str) -> str:
@@ -64,6 +68,13 @@ class _PgLock(LockBase):
     def _error(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
+
+    def _row(self, cursor: Cursor[TupleRow], what: str) -> TupleRow:
+        """The one row a lock function's SELECT answers."""
+        row = cursor.fetchone()
+        if row is None:
+            raise DatabaseError(f"{self.database.url.masked}: {what} answered no row")
+        return row
 
     def _note_ports(self, server_port: int | None, client_port: int | None) -> None:
         """Once per connection: prepare repeated statements if it is direct (no pooler)."""
@@ -156,12 +167,13 @@ class PgSessionLock(_PgLock):
 
         try:
             if self._guard_passed:
-                row = self.conn.execute(self._sql("try_advisory_lock_plain"), self._params)
-                got, pid = row.fetchone()
+                cur = self.conn.execute(self._sql("try_advisory_lock_plain"), self._params)
+                got, pid = self._row(cur, "pg_try_advisory_lock")
                 self.session_id = int(pid)
                 return got, None
             params = {**self._params, "any_port": any_port, "port": self._dsn_port()}
-            row = self.conn.execute(self._sql("try_advisory_lock"), params).fetchone()
+            cur = self.conn.execute(self._sql("try_advisory_lock"), params)
+            row = self._row(cur, "pg_try_advisory_lock")
         except psycopg.Error as exc:
             raise self._error("pg_try_advisory_lock", exc) from None
         self.session_id = int(row[1])
@@ -233,7 +245,7 @@ class PgXactLock(_PgLock):
             else:  # libpq < 14: two round trips
                 self.conn.execute(sqlfiles.load("begin_transaction"))
                 cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)
-            row = cur.fetchone()
+            row = self._row(cur, "pg_try_advisory_xact_lock")
         except psycopg.Error as exc:
             try:
                 self.conn.rollback()
@@ -279,10 +291,10 @@ def _key_params(job: Job) -> tuple[dict[str, int], str]:
     """Query parameters and query-name suffix for the job's key."""
     key = job.key
     if key.kind == "int64":
-        return {"key": int(key.value)}, ""  # type: ignore[arg-type]
+        return {"key": key.int64()}, ""
     if key.kind == "int4pair":
-        a, b = key.value  # type: ignore[misc]
-        return {"key1": int(a), "key2": int(b)}, "_pair"
+        a, b = key.int4pair()
+        return {"key1": a, "key2": b}, "_pair"
     raise ValueError(f"job {job.name!r}: a {key.kind} key cannot be a PostgreSQL advisory lock")
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect_pg, first_line, local_address, pg_dsn
+from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, DatabaseURL, Job
 
 PGBOUNCER_PORT = 6432
@@ -102,7 +103,10 @@ def _ports(url: DatabaseURL) -> list[str]:
     """Port mismatches that give a proxy away (empty for a direct connection)."""
     conn = connect_pg(url, application_name="lockconsole:pooler-check")
     try:
-        server_port, client_port = conn.execute(sqlfiles.load("select_pooler_ports")).fetchone()
+        row = conn.execute(sqlfiles.load("select_pooler_ports")).fetchone()
+        if row is None:  # one SELECT of two functions always answers one row
+            raise DatabaseError(f"{url.masked}: the pooler port check returned no row")
+        server_port, client_port = row
         dsn_port = int(conn.info.port)
         local = local_address(conn)
     finally:

@@ -125,10 +125,10 @@ class RedisInspector:
     ) -> tuple[list[Holder], int]:
         """The holders of `keys` (one pipeline), and how many keys were not strings."""
         pipe = self._redis().pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-            pipe.get(encode(TOKEN_PREFIX) + key)
+        for raw in keys:
+            pipe.get(raw)
+            pipe.pttl(raw)
+            pipe.get(encode(TOKEN_PREFIX) + raw)
         answers = pipe.execute(raise_on_error=False)
         now = datetime.now(UTC)
         out: list[Holder] = []

@@ -142,7 +142,7 @@ class RedisLock(LockBase):
             self._scripts = {k: self._client.register_script(v) for k, v in scripts.items()}
         return self._client
 
-    def _error(self, exc: BaseException) -> DatabaseError:  # type: ignore[override]
+    def _failed(self, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(
             f"{url.masked}: redis lock {self.key!r}: {scrub(first_line(exc), url)}"
@@ -158,7 +158,7 @@ class RedisLock(LockBase):
             token = int(self._scripts["acquire"](keys=self._keys, args=[raw, self._ms]))
         except redis_errors() as exc:
             self._drop()
-            raise self._error(exc) from None
+            raise self._failed(exc) from None
         if not token:
             return False
         self.held, self.value, self._value, self.fencing_token = True, value, raw, token
@@ -196,7 +196,7 @@ class RedisLock(LockBase):
             except redis_errors() as exc:
                 self._drop()
                 if attempt == 2:
-                    raise self._error(exc) from None
+                    raise self._failed(exc) from None
             else:
                 self.lost_before_release = not done
                 return
