@@ -15,14 +15,27 @@ import traceback
 
 from .common import RESULTS, Row, ensure_databases, table, write_results
 
-FIGURES = ("lock_cycle", "redis_cycle", "cold_start", "contention", "snapshot", "duplicates",
-           "console", "ledger", "lock_loss")  # fmt: skip
+FIGURES = (
+    "lock_cycle",
+    "redis_cycle",
+    "cold_start",
+    "contention",
+    "snapshot",
+    "duplicates",
+    "console",
+    "ledger",
+    "lock_loss",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("figures", nargs="*", metavar="FIGURE",
-                        help=f"which to run (default: all): {', '.join(FIGURES)}")  # fmt: skip
+    parser.add_argument(
+        "figures",
+        nargs="*",
+        metavar="FIGURE",
+        help=f"which to run (default: all): {', '.join(FIGURES)}",
+    )
     args = parser.parse_args(argv)
     unknown = [f for f in args.figures if f not in FIGURES]
     if unknown:

@@ -45,8 +45,13 @@ def _import_times(argv: list[str], env: dict[str, str], runs: int = 3) -> list[t
     """Median cumulative import time (ms) of each top-level module (`python -X importtime`)."""
     found: dict[str, list[float]] = {}
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-X", "importtime", *argv], env=env,
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         once: dict[str, float] = {}
         for line in proc.stderr.splitlines():
             m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| ( *)(\S+)", line)
@@ -68,8 +73,9 @@ def run() -> list[Row]:
 
         def side(argv: list[str]) -> float:
             def go() -> None:
-                proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True,
-                                      text=True, check=False)  # fmt: skip
+                proc = subprocess.run(
+                    [sys.executable, *argv], env=env, capture_output=True, text=True, check=False
+                )
                 if proc.returncode != 0:
                     raise RuntimeError(f"{argv[:3]} exited {proc.returncode}: {proc.stderr}")
 
@@ -84,10 +90,23 @@ def run() -> list[Row]:
         lc_imports = _import_times(lc_argv, env)
         raw_imports = _import_times(raw_argv, env)
         proc = subprocess.run(
-            [sys.executable, "-c", IN_PROCESS % (HEAVY,), "--config", str(cfg), "run", job,
-             "-q", "--", "true"],
-            env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                IN_PROCESS % (HEAVY,),
+                "--config",
+                str(cfg),
+                "run",
+                job,
+                "-q",
+                "--",
+                "true",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         try:
             heavy = json.loads(proc.stdout.strip().splitlines()[-1])["heavy"]
         except (IndexError, ValueError, KeyError):
@@ -101,11 +120,23 @@ def run() -> list[Row]:
     print(f"cold start imports, raw script: {raw_top}", file=sys.stderr)
     loaded = ", ".join(heavy) if heavy else "none"
     return [
-        Row("runner cold start", samples["lockconsole"], samples["raw"], "s", TARGET,
-            note=f"imports (cumulative): {top}; raw: {raw_top}"),
-        Row("runner cold start: textual/rich/sqlalchemy loaded", len(heavy), 0, "modules",
-            status="ok" if not heavy else "MISS", note=f"in sys.modules after a run: {loaded}"),
-    ]  # fmt: skip
+        Row(
+            "runner cold start",
+            samples["lockconsole"],
+            samples["raw"],
+            "s",
+            TARGET,
+            note=f"imports (cumulative): {top}; raw: {raw_top}",
+        ),
+        Row(
+            "runner cold start: textual/rich/sqlalchemy loaded",
+            len(heavy),
+            0,
+            "modules",
+            status="ok" if not heavy else "MISS",
+            note=f"in sys.modules after a run: {loaded}",
+        ),
+    ]
 
 
 if __name__ == "__main__":

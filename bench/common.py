@@ -75,9 +75,14 @@ def raw_mysql(database: str | None = BENCH_DB) -> Any:
 
     u = urlsplit(MYSQL_SERVER)
     return pymysql.connect(
-        host=u.hostname or "127.0.0.1", port=u.port or 3306, user=u.username or "root",
-        password=u.password or "", database=database, autocommit=True, charset="utf8mb4",
-    )  # fmt: skip
+        host=u.hostname or "127.0.0.1",
+        port=u.port or 3306,
+        user=u.username or "root",
+        password=u.password or "",
+        database=database,
+        autocommit=True,
+        charset="utf8mb4",
+    )
 
 
 def uid() -> str:
@@ -192,10 +197,16 @@ def table(rows: Sequence[Row]) -> str:
     """The table every bench prints: name, lockconsole, raw, ratio, target, verdict; notes below."""
     head = ("name", "lockconsole", "raw", "ratio", "target", "verdict")
     body = [
-        (r.name, fmt(r.lockconsole, r.unit), fmt(r.raw, r.unit),
-         "-" if r.ratio is None else f"{r.ratio:.2f}x", r.target_text, r.verdict)
+        (
+            r.name,
+            fmt(r.lockconsole, r.unit),
+            fmt(r.raw, r.unit),
+            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            r.target_text,
+            r.verdict,
+        )
         for r in rows
-    ]  # fmt: skip
+    ]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
 
     def line(cells: Sequence[str]) -> str:

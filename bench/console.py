@@ -34,8 +34,17 @@ NAIVE_COLUMNS = ("job", "key", "pid", "application", "state", "since")
 
 
 def _naive_rows(holders: list[Any]) -> list[tuple[str, ...]]:
-    return [(h.job or "-", h.key, str(h.pid), h.application_name or "", h.state or "",
-             str(h.state_since or "")) for h in holders]  # fmt: skip
+    return [
+        (
+            h.job or "-",
+            h.key,
+            str(h.pid),
+            h.application_name or "",
+            h.state or "",
+            str(h.state_since or ""),
+        )
+        for h in holders
+    ]
 
 
 def _churned(holders: list[Any], round_no: int) -> list[Any]:
@@ -82,11 +91,15 @@ async def _console(holders: list[Any]) -> dict[str, Any]:
         same = [await refresh(holders) for _ in range(ROUNDS)]
         churn = [await refresh(_churned(holders, r)) for r in range(ROUNDS)]
     return {
-        "first_frame": first_frame, "first_data": first_data, "shown": shown,
-        "same": median(r[0] for r in same), "churn": median(r[0] for r in churn),
-        "same_wall": median(r[1] for r in same), "churn_wall": median(r[1] for r in churn),
+        "first_frame": first_frame,
+        "first_data": first_data,
+        "shown": shown,
+        "same": median(r[0] for r in same),
+        "churn": median(r[0] for r in churn),
+        "same_wall": median(r[1] for r in same),
+        "churn_wall": median(r[1] for r in churn),
         "painted": median(r[2] for r in same + churn),
-    }  # fmt: skip
+    }
 
 
 async def _naive(holders: list[Any]) -> dict[str, Any]:
@@ -138,13 +151,34 @@ def run() -> list[Row]:
     naive = asyncio.run(_naive(holders))
     if naive_only:
         return [
-            Row("console: refresh, no change (10k holders)", None, naive["same"], "s",
-                limit=NO_CHANGE_LIMIT, status="pending", note=reason),
-            Row("console: refresh, 1% churn (10k holders)", None, naive["churn"], "s",
-                limit=CHURN_LIMIT, status="pending", note=reason),
-            Row("console: time to first frame", None, naive["first_frame"], "s",
-                limit=FIRST_FRAME_LIMIT, status="pending", note=reason),
-        ]  # fmt: skip
+            Row(
+                "console: refresh, no change (10k holders)",
+                None,
+                naive["same"],
+                "s",
+                limit=NO_CHANGE_LIMIT,
+                status="pending",
+                note=reason,
+            ),
+            Row(
+                "console: refresh, 1% churn (10k holders)",
+                None,
+                naive["churn"],
+                "s",
+                limit=CHURN_LIMIT,
+                status="pending",
+                note=reason,
+            ),
+            Row(
+                "console: time to first frame",
+                None,
+                naive["first_frame"],
+                "s",
+                limit=FIRST_FRAME_LIMIT,
+                status="pending",
+                note=reason,
+            ),
+        ]
     progress(f"console: LockConsoleApp, {ROUNDS} refreshes each with no change and 1% churn")
     got = asyncio.run(_console(holders))
     painted = (
@@ -152,24 +186,50 @@ def run() -> list[Row]:
         " ms incl. waiting for the next screen update; raw = stock DataTable reload"
     )
     return [
-        Row("console: refresh, no change (10k holders)", got["same"], naive["same"], "s",
-            limit=NO_CHANGE_LIMIT, note=painted),
-        Row("console: refresh, 1% churn (10k holders)", got["churn"], naive["churn"], "s",
-            limit=CHURN_LIMIT, note=f"{CHURN} holders replaced per refresh; wall "
-                                    f"{got['churn_wall'] * 1e3:.1f} ms"),
-        Row("console: time to first frame", got["first_frame"], naive["first_frame"], "s",
+        Row(
+            "console: refresh, no change (10k holders)",
+            got["same"],
+            naive["same"],
+            "s",
+            limit=NO_CHANGE_LIMIT,
+            note=painted,
+        ),
+        Row(
+            "console: refresh, 1% churn (10k holders)",
+            got["churn"],
+            naive["churn"],
+            "s",
+            limit=CHURN_LIMIT,
+            note=f"{CHURN} holders replaced per refresh; wall {got['churn_wall'] * 1e3:.1f} ms",
+        ),
+        Row(
+            "console: time to first frame",
+            got["first_frame"],
+            naive["first_frame"],
+            "s",
             limit=FIRST_FRAME_LIMIT,
             note=f"{got['shown']:,} holders on screen after {got['first_data']:.2f} s; raw = "
-                 "a DataTable app loading the rows on mount"),
-    ]  # fmt: skip
+            "a DataTable app loading the rows on mount",
+        ),
+    ]
 
 
 def _fallback_holders() -> list[Any]:
     from lockconsole.model.views import Holder
 
-    return [Holder(database="billing", kind="advisory", key=str(100_000 + i), key_kind="int64",
-                   granted=True, source="pg_locks", pid=20_000 + i % 50, state="idle")
-            for i in range(HOLDERS)]  # fmt: skip
+    return [
+        Holder(
+            database="billing",
+            kind="advisory",
+            key=str(100_000 + i),
+            key_kind="int64",
+            granted=True,
+            source="pg_locks",
+            pid=20_000 + i % 50,
+            state="idle",
+        )
+        for i in range(HOLDERS)
+    ]
 
 
 if __name__ == "__main__":

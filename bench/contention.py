@@ -31,8 +31,17 @@ TARGET = 2.0
 START_MARGIN = 0.3  # seconds between "everyone is ready" and the start
 
 
-def _lockconsole_racer(cfg: Any, job_name: str, slot: datetime, index: int, ready: Any,
-                       start: Any, go: Any, done: Any, out: Any) -> None:  # fmt: skip
+def _lockconsole_racer(
+    cfg: Any,
+    job_name: str,
+    slot: datetime,
+    index: int,
+    ready: Any,
+    start: Any,
+    go: Any,
+    done: Any,
+    out: Any,
+) -> None:
     from lockconsole.engine.runner import begin
 
     job = cfg.job(job_name)
@@ -40,8 +49,9 @@ def _lockconsole_racer(cfg: Any, job_name: str, slot: datetime, index: int, read
     start.wait()
     time.sleep(max(0.0, go.value - time.time()))
     try:
-        attempt = begin(job, cfg.database_for(job), cfg.ledger_for(job), instance=f"racer-{index}",
-                        slot=slot)  # fmt: skip
+        attempt = begin(
+            job, cfg.database_for(job), cfg.ledger_for(job), instance=f"racer-{index}", slot=slot
+        )
     except Exception as exc:  # report, never hang the parent
         out.put((index, False, time.time() - go.value, str(exc)))
         return
@@ -51,8 +61,7 @@ def _lockconsole_racer(cfg: Any, job_name: str, slot: datetime, index: int, read
         attempt.finish("succeeded", exit_code=0)
 
 
-def _raw_racer(key: int, index: int, ready: Any, start: Any, go: Any, done: Any,
-               out: Any) -> None:  # fmt: skip
+def _raw_racer(key: int, index: int, ready: Any, start: Any, go: Any, done: Any, out: Any) -> None:
     import psycopg
 
     ready.put(index)
@@ -100,8 +109,10 @@ def run() -> list[Row]:
 
     u = uid()
     job = f"bench_race_{u}"
-    cfg = config(f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
-                 'schedule = "*/5 * * * *"\n')  # fmt: skip
+    cfg = config(
+        f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+        'schedule = "*/5 * * * *"\n'
+    )
     key = int(cfg.job(job).key.value) ^ 1  # the raw race's own key
     base = datetime(2026, 1, 1, tzinfo=UTC)
     slots = iter(base + timedelta(minutes=5 * i) for i in range(1000))
@@ -142,8 +153,10 @@ def run() -> list[Row]:
     lc_lone, raw_lone = median(lone["lc"]), median(lone["raw"])
     lc_slow, raw_slow = median(slowest["lc"]), median(slowest["raw"])
     exactly_one = all(w == 1 for w in winners["lc"] + winners["raw"])
-    print(f"contention: acquired per race: lockconsole {winners['lc']}, raw {winners['raw']} "
-          f"({'exactly one each' if exactly_one else 'NOT exactly one'})")  # fmt: skip
+    print(
+        f"contention: acquired per race: lockconsole {winners['lc']}, raw {winners['raw']} "
+        f"({'exactly one each' if exactly_one else 'NOT exactly one'})"
+    )
     note = (
         f"acquired per race {winners['lc']} (exactly one: {'yes' if exactly_one else 'NO'}); "
         f"raw psycopg race: slowest {raw_slow * 1e3:.0f} ms vs lone {raw_lone * 1e3:.1f} ms "
@@ -153,15 +166,39 @@ def run() -> list[Row]:
     if problems:
         note += f"; errors: {problems[:3]}"
     return [
-        Row(f"contention: slowest of {PROCESSES} vs lone decision", lc_slow, lc_lone, "s", TARGET,
-            note=note, status=None if exactly_one and not problems else "ERROR"),
-        Row(f"contention: raw slowest of {PROCESSES} vs raw lone", raw_slow, raw_lone, "s",
-            status="info"),
-        Row(f"contention: slowest of {PROCESSES}, lockconsole vs raw", lc_slow, raw_slow, "s",
-            status="info", note="the same race of the same processes, each side's slowest"),
-        Row(f"contention: slowest of {cores} (one per core) vs lone decision", median(per_core),
-            lc_lone, "s", TARGET, note=f"{cores} racers on {cores} cores"),
-    ]  # fmt: skip
+        Row(
+            f"contention: slowest of {PROCESSES} vs lone decision",
+            lc_slow,
+            lc_lone,
+            "s",
+            TARGET,
+            note=note,
+            status=None if exactly_one and not problems else "ERROR",
+        ),
+        Row(
+            f"contention: raw slowest of {PROCESSES} vs raw lone",
+            raw_slow,
+            raw_lone,
+            "s",
+            status="info",
+        ),
+        Row(
+            f"contention: slowest of {PROCESSES}, lockconsole vs raw",
+            lc_slow,
+            raw_slow,
+            "s",
+            status="info",
+            note="the same race of the same processes, each side's slowest",
+        ),
+        Row(
+            f"contention: slowest of {cores} (one per core) vs lone decision",
+            median(per_core),
+            lc_lone,
+            "s",
+            TARGET,
+            note=f"{cores} racers on {cores} cores",
+        ),
+    ]
 
 
 if __name__ == "__main__":

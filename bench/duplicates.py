@@ -27,8 +27,10 @@ DOUBLED = 2_000  # keys that appear twice: 0.1% of the keys
 ROUNDS = int(os.environ.get("LOCKCONSOLE_BENCH_DUP_ROUNDS", 5))
 TARGET = 1.2
 RSS_LIMIT_MB = 50.0
-RAW_PAGE = (f"SELECT tenant_id, period, count(*) FROM {TABLE} GROUP BY tenant_id, period "
-            "HAVING count(*) > 1 ORDER BY tenant_id, period LIMIT 50")  # fmt: skip
+RAW_PAGE = (
+    f"SELECT tenant_id, period, count(*) FROM {TABLE} GROUP BY tenant_id, period "
+    "HAVING count(*) > 1 ORDER BY tenant_id, period LIMIT 50"
+)
 RSS_CHILD = """
 import json, resource, sys
 side, url = sys.argv[1], sys.argv[2]
@@ -91,8 +93,13 @@ def ensure_table() -> str:
 
 def rss_growth(side: str) -> dict[str, float]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", RSS_CHILD, side, pg_url(), RAW_PAGE],
-                          capture_output=True, text=True, cwd=root, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, side, pg_url(), RAW_PAGE],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"RSS child ({side}) failed: {proc.stderr.strip()[-300:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,13 +130,31 @@ def run() -> list[Row]:
     progress("duplicates: peak RSS of a first page, in subprocesses")
     lc_rss, raw_rss = rss_growth("lockconsole"), rss_growth("raw")
     return [
-        Row("duplicates: first page (2M rows)", got["lockconsole"], got["raw"], "s", TARGET,
-            note=f"{built}; {len(first.groups)} groups, same as raw: {'yes' if same else 'NO'}"),
-        Row("duplicates: first page with run ids", got["runs"], got["raw"], "s", TARGET,
-            note="run_column = run_id: the page joined back to the table for each group's runs"),
-        Row("duplicates: peak RSS growth", lc_rss["growth_mb"], raw_rss["growth_mb"], "MB",
-            limit=RSS_LIMIT_MB, note="ru_maxrss after the first page minus before, fresh process"),
-    ]  # fmt: skip
+        Row(
+            "duplicates: first page (2M rows)",
+            got["lockconsole"],
+            got["raw"],
+            "s",
+            TARGET,
+            note=f"{built}; {len(first.groups)} groups, same as raw: {'yes' if same else 'NO'}",
+        ),
+        Row(
+            "duplicates: first page with run ids",
+            got["runs"],
+            got["raw"],
+            "s",
+            TARGET,
+            note="run_column = run_id: the page joined back to the table for each group's runs",
+        ),
+        Row(
+            "duplicates: peak RSS growth",
+            lc_rss["growth_mb"],
+            raw_rss["growth_mb"],
+            "MB",
+            limit=RSS_LIMIT_MB,
+            note="ru_maxrss after the first page minus before, fresh process",
+        ),
+    ]
 
 
 if __name__ == "__main__":

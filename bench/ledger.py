@@ -45,13 +45,34 @@ def attempts(u: str, count: int, start: datetime) -> list[Any]:
         job = f"bench_ledger_{u}_{i % JOBS}"
         for n, instance in enumerate(INSTANCES):
             began = slot + timedelta(milliseconds=300 * n)
-            done = {"outcome": "succeeded", "finished_at": began + timedelta(seconds=5),
-                    "exit_code": 0} if n == 0 else {
-                    "outcome": "skipped", "finished_at": began,
-                    "message": "lock held by another session"}  # fmt: skip
-            out.append(Run(job=job, slot=slot, instance=instance, host=host, pid=pid,
-                           trigger="scheduled", started_at=began, session_id=1000 + n,
-                           strategy="pg-session", lock_key="4242", **done))  # fmt: skip
+            done = (
+                {
+                    "outcome": "succeeded",
+                    "finished_at": began + timedelta(seconds=5),
+                    "exit_code": 0,
+                }
+                if n == 0
+                else {
+                    "outcome": "skipped",
+                    "finished_at": began,
+                    "message": "lock held by another session",
+                }
+            )
+            out.append(
+                Run(
+                    job=job,
+                    slot=slot,
+                    instance=instance,
+                    host=host,
+                    pid=pid,
+                    trigger="scheduled",
+                    started_at=began,
+                    session_id=1000 + n,
+                    strategy="pg-session",
+                    lock_key="4242",
+                    **done,
+                )
+            )
         i += 1
     return out[:count]
 
@@ -100,8 +121,11 @@ def run() -> list[Row]:
         lookback = now - start + timedelta(hours=1)
 
         def report(subset: list[Any]) -> float:
-            return timed(lambda: slot_reports(jobs, subset, now=now, lookback=lookback,
-                                              grace=timedelta(minutes=5)))  # fmt: skip
+            return timed(
+                lambda: slot_reports(
+                    jobs, subset, now=now, lookback=lookback, grace=timedelta(minutes=5)
+                )
+            )
 
         small = recorded[: TOTAL // 10]
         progress("ledger: slot reports over 10k and 100k runs")
@@ -118,18 +142,39 @@ def run() -> list[Row]:
     n = len(recorded)
     linear = rep_small * n / len(small)
     return [
-        Row(f"ledger: record ({n:,} attempts), per row", write["lockconsole"], write["raw"], "s",
-            status="info", note=f"{1 / write['lockconsole']:,.0f} rows/s "
-                                f"(raw {1 / write['raw']:,.0f} rows/s)"),
-        Row("ledger: record per-row cost, last 10% / first 10%", growth["lockconsole"],
-            growth["raw"], "x", status="info",
-            note="how a row's cost grows from the first 10k to the last 10k; raw grows alike"),
-        Row(f"ledger: slot_reports over {len(small):,} runs", rep_small, None, "s",
-            note=f"{len(small) / rep_small:,.0f} runs/s"),
-        Row(f"ledger: slot_reports over {n:,} runs", rep_big, linear, "s", GROWTH_LIMIT,
+        Row(
+            f"ledger: record ({n:,} attempts), per row",
+            write["lockconsole"],
+            write["raw"],
+            "s",
+            status="info",
+            note=f"{1 / write['lockconsole']:,.0f} rows/s (raw {1 / write['raw']:,.0f} rows/s)",
+        ),
+        Row(
+            "ledger: record per-row cost, last 10% / first 10%",
+            growth["lockconsole"],
+            growth["raw"],
+            "x",
+            status="info",
+            note="how a row's cost grows from the first 10k to the last 10k; raw grows alike",
+        ),
+        Row(
+            f"ledger: slot_reports over {len(small):,} runs",
+            rep_small,
+            None,
+            "s",
+            note=f"{len(small) / rep_small:,.0f} runs/s",
+        ),
+        Row(
+            f"ledger: slot_reports over {n:,} runs",
+            rep_big,
+            linear,
+            "s",
+            GROWTH_LIMIT,
             note=f"{n / rep_big:,.0f} runs/s; raw column = the {len(small):,}-run time x "
-                 f"{n // len(small)} (linear growth), so the ratio is growth over linear"),
-    ]  # fmt: skip
+            f"{n // len(small)} (linear growth), so the ratio is growth over linear",
+        ),
+    ]
 
 
 def _jobs(cfg: Any) -> list[Any]:

@@ -56,9 +56,11 @@ PG_TRY_XACT = "SELECT pg_try_advisory_xact_lock(%(key)s::bigint), pg_backend_pid
 MY_GET = "SELECT GET_LOCK(%(name)s, 0), CONNECTION_ID()"
 MY_RELEASE = "SELECT RELEASE_LOCK(%(name)s)"
 MY_CHECK = "SELECT IS_USED_LOCK(%(name)s) = CONNECTION_ID()"
-LEASE_CHECK = ("SELECT name FROM {t} WHERE name = %(name)s AND locked_by = %(owner)s "
-               "AND fencing_token = %(token)s "
-               "AND lock_until > timezone('utc', CURRENT_TIMESTAMP)")  # fmt: skip
+LEASE_CHECK = (
+    "SELECT name FROM {t} WHERE name = %(name)s AND locked_by = %(owner)s "
+    "AND fencing_token = %(token)s "
+    "AND lock_until > timezone('utc', CURRENT_TIMESTAMP)"
+)
 LEASE_TAKE = """INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token)
 VALUES (%(name)s, timezone('utc', CURRENT_TIMESTAMP) + interval '1 hour',
         timezone('utc', CURRENT_TIMESTAMP), %(owner)s, 1)
@@ -71,15 +73,19 @@ LEASE_GIVE_BACK = """UPDATE {t} SET lock_until = CASE
     WHEN locked_at + interval '0' > timezone('utc', CURRENT_TIMESTAMP) THEN locked_at
     ELSE timezone('utc', CURRENT_TIMESTAMP) END
 WHERE name = %(name)s AND locked_by = %(owner)s AND fencing_token = %(token)s"""
-COLUMNS = ("job, slot, instance, host, pid, {q}trigger{q}, outcome, started_at, finished_at, "
-           "exit_code, message, fencing_token, session_id, strategy, lock_key")  # fmt: skip
+COLUMNS = (
+    "job, slot, instance, host, pid, {q}trigger{q}, outcome, started_at, finished_at, "
+    "exit_code, message, fencing_token, session_id, strategy, lock_key"
+)
 VALUES = ", ".join(f"%({c.strip().strip(chr(34))})s" for c in COLUMNS.format(q="").split(","))
 INSERT_PG = (
     f"INSERT INTO lockconsole_runs ({COLUMNS.format(q=chr(34))}) VALUES ({VALUES}) RETURNING id"
 )
 INSERT_MY = f"INSERT INTO lockconsole_runs ({COLUMNS.format(q='`')}) VALUES ({VALUES})"
-FINISH = ("UPDATE lockconsole_runs SET outcome = %(outcome)s, finished_at = %(finished_at)s, "
-          "exit_code = %(exit_code)s, message = %(message)s WHERE id = %(id)s")  # fmt: skip
+FINISH = (
+    "UPDATE lockconsole_runs SET outcome = %(outcome)s, finished_at = %(finished_at)s, "
+    "exit_code = %(exit_code)s, message = %(message)s WHERE id = %(id)s"
+)
 
 
 class RawLock:
@@ -122,8 +128,11 @@ class RawLock:
                 cur.execute(MY_RELEASE, self.params)
                 cur.fetchone()
         else:
-            params = {"name": self.params["name"] + "-raw", "owner": self.owner,
-                      "token": self.params["token"]}  # fmt: skip
+            params = {
+                "name": self.params["name"] + "-raw",
+                "owner": self.owner,
+                "token": self.params["token"],
+            }
             conn.execute(LEASE_GIVE_BACK.format(t=self.table), params)
 
     def check(self, conn: Any) -> None:
@@ -133,15 +142,19 @@ class RawLock:
                 cur.execute(MY_CHECK, self.params)
                 cur.fetchone()
         elif self.strategy == "lease":
-            params = {"name": self.params["name"] + "-raw", "owner": self.owner,
-                      "token": self.params["token"]}  # fmt: skip
+            params = {
+                "name": self.params["name"] + "-raw",
+                "owner": self.owner,
+                "token": self.params["token"],
+            }
             conn.execute(LEASE_CHECK.format(t=self.table), params).fetchone()
         else:
             from lockconsole.backends import sqlfiles
             from lockconsole.model.keys import pg_locks_identity
 
-            ident = dict(zip(("classid", "objid", "objsubid"), pg_locks_identity(self.job.key),
-                             strict=True))  # fmt: skip
+            ident = dict(
+                zip(("classid", "objid", "objsubid"), pg_locks_identity(self.job.key), strict=True)
+            )
             conn.execute(sqlfiles.load("check_advisory_lock"), ident).fetchone()
 
     # the statements of one run_once cycle: lock, ledger INSERT, check, ledger UPDATE, release
@@ -149,13 +162,22 @@ class RawLock:
     def ledger_row(self) -> dict[str, Any]:
         now = datetime.now(UTC)
         row = {
-            "job": self.job.name, "slot": now.replace(second=0, microsecond=0),
-            "instance": "bench-raw", "host": HOST, "pid": os.getpid(),
-            "trigger": "scheduled", "outcome": "acquired", "started_at": now,
-            "finished_at": None, "exit_code": None, "message": None,
-            "fencing_token": self.params.get("token"), "session_id": 1,
-            "strategy": self.strategy, "lock_key": str(self.job.key),
-        }  # fmt: skip
+            "job": self.job.name,
+            "slot": now.replace(second=0, microsecond=0),
+            "instance": "bench-raw",
+            "host": HOST,
+            "pid": os.getpid(),
+            "trigger": "scheduled",
+            "outcome": "acquired",
+            "started_at": now,
+            "finished_at": None,
+            "exit_code": None,
+            "message": None,
+            "fencing_token": self.params.get("token"),
+            "session_id": 1,
+            "strategy": self.strategy,
+            "lock_key": str(self.job.key),
+        }
         if self.mysql:
             for k in ("slot", "started_at"):
                 row[k] = row[k].replace(tzinfo=None)
@@ -174,8 +196,13 @@ class RawLock:
         finished = datetime.now(UTC)
         if self.mysql:
             finished = finished.replace(tzinfo=None)
-        done = {"outcome": "succeeded", "exit_code": 0, "message": None, "id": run_id,
-                "finished_at": finished}  # fmt: skip
+        done = {
+            "outcome": "succeeded",
+            "exit_code": 0,
+            "message": None,
+            "id": run_id,
+            "finished_at": finished,
+        }
         if self.mysql:
             with ledger.cursor() as cur:
                 cur.execute(FINISH, done)
@@ -186,13 +213,20 @@ class RawLock:
 
 def _config(u: str) -> Any:
     lines = [
-        "[databases.pg]", f'url = "{pg_url()}"', "[databases.my]", f'url = "{mysql_url()}"',
-    ]  # fmt: skip
+        "[databases.pg]",
+        f'url = "{pg_url()}"',
+        "[databases.my]",
+        f'url = "{mysql_url()}"',
+    ]
     for strategy in STRATEGIES:
         name = f"bench_{strategy.replace('-', '_')}_{u}"
-        lines += [f"[jobs.{name}]", f'database = "{"my" if strategy == "mysql" else "pg"}"',
-                  f'strategy = "{strategy}"', 'schedule = "*/5 * * * *"',
-                  "once_per_slot = false"]  # fmt: skip
+        lines += [
+            f"[jobs.{name}]",
+            f'database = "{"my" if strategy == "mysql" else "pg"}"',
+            f'strategy = "{strategy}"',
+            'schedule = "*/5 * * * *"',
+            "once_per_slot = false",
+        ]
         if strategy == "lease":
             lines += [f'lease_table = "bench_shedlock_{u}"', 'max_duration = "1h"']
     return config("\n".join(lines) + "\n")
@@ -275,12 +309,24 @@ def bench_strategy(cfg: Any, strategy: str) -> list[Row]:
     )
     tag = f"lock cycle {strategy}"
     return [
-        Row(f"{tag}: engine", engine["lockconsole"], floor, "s", TARGET,
-            note=notes.get("engine", "")),
+        Row(
+            f"{tag}: engine",
+            engine["lockconsole"],
+            floor,
+            "s",
+            TARGET,
+            note=notes.get("engine", ""),
+        ),
         Row(f"{tag}: run_once", full["lockconsole"], full["raw"], "s", TARGET),
-        Row(f"{tag}: run_once vs lock SQL only", full["lockconsole"], floor, "s",
-            status="info", note=notes["only"]),
-    ]  # fmt: skip
+        Row(
+            f"{tag}: run_once vs lock SQL only",
+            full["lockconsole"],
+            floor,
+            "s",
+            status="info",
+            note=notes["only"],
+        ),
+    ]
 
 
 def cleanup(cfg: Any, u: str) -> None:

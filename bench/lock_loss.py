@@ -37,8 +37,10 @@ time.sleep(60)
 def _config(folder: Path, strategy: str, u: str) -> Path:
     url = mysql_url() if strategy == "mysql" else pg_url()
     key = f'"loss_{u}"' if strategy == "mysql" else str(7_300_000 + int(u[:6], 16))
-    text = (f'[databases.main]\nurl = "{url}"\n[jobs.loss_{u}]\ndatabase = "main"\n'
-            f'strategy = "{strategy}"\nkey = {key}\nonce_per_slot = false\n')  # fmt: skip
+    text = (
+        f'[databases.main]\nurl = "{url}"\n[jobs.loss_{u}]\ndatabase = "main"\n'
+        f'strategy = "{strategy}"\nkey = {key}\nonce_per_slot = false\n'
+    )
     path = folder / "lockconsole.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -70,10 +72,23 @@ def one_round(strategy: str, conn: Any) -> float:
         config = _config(folder, strategy, u)
         env = dict(os.environ, LOCKCONSOLE_CONFIG=str(config))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lockconsole", "run", f"loss_{u}", "-q", "--",
-             sys.executable, "-c", JOB, str(folder)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "lockconsole",
+                "run",
+                f"loss_{u}",
+                "-q",
+                "--",
+                sys.executable,
+                "-c",
+                JOB,
+                str(folder),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 60
             while not (folder / "ready").exists():
@@ -103,11 +118,21 @@ def run() -> list[Row]:
             samples = [one_round(strategy, conn) for _ in range(ROUNDS)]
         finally:
             conn.close()
-        note = (f"terminate/KILL -> job SIGTERM, median of {ROUNDS}, worst "
-                f"{max(samples) * 1e3:.0f} ms; watchdog_interval 5 s (the periodic check alone "
-                "noticed after up to 5 s)")  # fmt: skip
-        rows.append(Row(f"lock loss detected ({strategy})", median(samples), None, "s",
-                        limit=LIMIT, note=note))  # fmt: skip
+        note = (
+            f"terminate/KILL -> job SIGTERM, median of {ROUNDS}, worst "
+            f"{max(samples) * 1e3:.0f} ms; watchdog_interval 5 s (the periodic check alone "
+            "noticed after up to 5 s)"
+        )
+        rows.append(
+            Row(
+                f"lock loss detected ({strategy})",
+                median(samples),
+                None,
+                "s",
+                limit=LIMIT,
+                note=note,
+            )
+        )
     return rows
 
 

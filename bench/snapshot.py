@@ -56,10 +56,17 @@ def _parts(console: Any, snap: Any) -> str:
         timed(lambda: console.connections.recent_runs("main", snap.taken_at)) for _ in range(5)
     )
     stale = median(
-        timed(lambda: mark_stale(snap.holders, jobs, runs, now=snap.taken_at,
-                                 idle_threshold=console.settings.idle_threshold))
+        timed(
+            lambda: mark_stale(
+                snap.holders,
+                jobs,
+                runs,
+                now=snap.taken_at,
+                idle_threshold=console.settings.idle_threshold,
+            )
+        )
         for _ in range(5)
-    )  # fmt: skip
+    )
     return f"ledger read {ledger * 1e3:.1f} ms, mark_stale {stale * 1e3:.1f} ms"
 
 
@@ -86,8 +93,10 @@ def run() -> list[Row]:
     from lockconsole.console.facade import Console
 
     job = f"bench_snapshot_{uid()}"
-    cfg = config(f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
-                 'schedule = "0 2 * * *"\n')  # fmt: skip
+    cfg = config(
+        f'[databases.main]\nurl = "{pg_url()}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+        'schedule = "0 2 * * *"\n'
+    )
     base = random.randrange(1 << 40, 1 << 50)  # our keys: nobody else's
     holders: list[Any] = []
     idle: list[Any] = []
@@ -118,16 +127,26 @@ def run() -> list[Row]:
             snap = console.snapshot()  # warm up (pooler detection, ledger table, caches)
             seen = sum(1 for h in snap.holders if h.key_kind == "int64" and int(h.key) >= base)
             raw_rows = len(raw.execute(RAW_QUERY).fetchall())
-            progress(f"snapshot: {level} locks ({seen} seen by the console, {raw_rows} raw), "
-                     f"{ROUNDS} rounds")  # fmt: skip
+            progress(
+                f"snapshot: {level} locks ({seen} seen by the console, {raw_rows} raw), "
+                f"{ROUNDS} rounds"
+            )
             got = {k: median(v) for k, v in interleave(sides, ROUNDS).items()}
             parts = _parts(console, snap)
             target = TARGET if level == LEVELS[-1] else None  # the smaller levels show growth
-            rows.append(Row(f"snapshot: {level:,} locks", got["snapshot"], got["raw"], "s", target,
-                            note=f"holders() alone {got['holders'] * 1e3:.1f} ms "
-                                 f"({got['holders'] / got['raw']:.2f}x raw), {parts}; the "
-                                 f"console saw {seen} of our locks, the raw join {raw_rows} "
-                                 f"rows; {len(idle)} idle sessions"))  # fmt: skip
+            rows.append(
+                Row(
+                    f"snapshot: {level:,} locks",
+                    got["snapshot"],
+                    got["raw"],
+                    "s",
+                    target,
+                    note=f"holders() alone {got['holders'] * 1e3:.1f} ms "
+                    f"({got['holders'] / got['raw']:.2f}x raw), {parts}; the "
+                    f"console saw {seen} of our locks, the raw join {raw_rows} "
+                    f"rows; {len(idle)} idle sessions",
+                )
+            )
     finally:
         for conn in holders + idle:
             conn.close()  # session locks die with their sessions

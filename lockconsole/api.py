@@ -42,14 +42,22 @@ if TYPE_CHECKING:
 class run_once:  # noqa: N801 - reads as a verb at the call site
     """Run the body (or the decorated function) only if this instance gets the job's lock."""
 
-    def __init__(self, job: str, *, config: Config | str | None = None, url: str | None = None,
-                 strategy: str | None = None, key: int | str | tuple[int, int] | None = None,
-                 instance: str | None = None, slot: datetime | None = None,
-                 trigger: Trigger = "scheduled",
-                 on_lock_lost: Callable[[Attempt], None] | None = None,
-                 watchdog_interval: float | None = None,
-                 max_duration: timedelta | None = None,
-                 reuse_connections: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        job: str,
+        *,
+        config: Config | str | None = None,
+        url: str | None = None,
+        strategy: str | None = None,
+        key: int | str | tuple[int, int] | None = None,
+        instance: str | None = None,
+        slot: datetime | None = None,
+        trigger: Trigger = "scheduled",
+        on_lock_lost: Callable[[Attempt], None] | None = None,
+        watchdog_interval: float | None = None,
+        max_duration: timedelta | None = None,
+        reuse_connections: bool = True,
+    ) -> None:
         self.job_name = job
         self._config_arg, self._url = config, url
         self._strategy, self._key = strategy, key
@@ -89,9 +97,15 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         stop = Stop()
         with holding_signals(stop):  # a signal here is delivered once nothing is half done
             attempt = self.attempt = begin(
-                job, database, ledger_db, instance=instance, slot=self.slot,
-                trigger=self.trigger, sessions=sessions, stop=stop,
-            )  # fmt: skip
+                job,
+                database,
+                ledger_db,
+                instance=instance,
+                slot=self.slot,
+                trigger=self.trigger,
+                sessions=sessions,
+                stop=stop,
+            )
         if self.on_lock_lost is not None:
             attempt.on_lock_lost.append(self.on_lock_lost)
         return attempt
@@ -117,13 +131,20 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with run_once(self.job_name, config=self._config_arg, url=self._url,
-                          strategy=self._strategy, key=self._key,
-                          instance=self.instance, slot=self.slot, trigger=self.trigger,
-                          on_lock_lost=self.on_lock_lost,
-                          watchdog_interval=self.watchdog_interval,
-                          max_duration=self.max_duration,
-                          reuse_connections=self.reuse_connections) as attempt:  # fmt: skip
+            with run_once(
+                self.job_name,
+                config=self._config_arg,
+                url=self._url,
+                strategy=self._strategy,
+                key=self._key,
+                instance=self.instance,
+                slot=self.slot,
+                trigger=self.trigger,
+                on_lock_lost=self.on_lock_lost,
+                watchdog_interval=self.watchdog_interval,
+                max_duration=self.max_duration,
+                reuse_connections=self.reuse_connections,
+            ) as attempt:
                 if not attempt.acquired:
                     return None
                 return fn(*args, **kwargs)
@@ -147,8 +168,12 @@ def _adhoc_config(
     """A one-job Config built from keyword arguments, checked like a file."""
     import json
 
-    lines = ["[databases.main]", f"url = {json.dumps(url)}", f"[jobs.{json.dumps(job)}]",
-             'database = "main"']  # fmt: skip
+    lines = [
+        "[databases.main]",
+        f"url = {json.dumps(url)}",
+        f"[jobs.{json.dumps(job)}]",
+        'database = "main"',
+    ]
     if strategy is not None:
         lines.append(f"strategy = {json.dumps(strategy)}")
     if key is not None:

@@ -29,21 +29,26 @@ ROOT = Path(__file__).resolve().parent.parent
 # tool can never pass CI quietly.
 CI_ALLOWED_SKIPS: tuple[tuple[str, str], ...] = (
     # SQLite is a file: there is no server connection to kill, so the case does not exist.
-    ("tests/test_lease.py::test_a_dropped_connection_is_reopened_once[sqlite*",
-     "SQLite has no server connection to kill"),
-    ("tests/test_lease.py::test_still_held_is_false_when_the_server_is_gone[sqlite*",
-     "SQLite has no server connection to kill"),
+    (
+        "tests/test_lease.py::test_a_dropped_connection_is_reopened_once[sqlite*",
+        "SQLite has no server connection to kill",
+    ),
+    (
+        "tests/test_lease.py::test_still_held_is_false_when_the_server_is_gone[sqlite*",
+        "SQLite has no server connection to kill",
+    ),
     # METADATA_LOCK_INFO exists only on MariaDB; against a MySQL server the case does not exist.
     ("tests/test_mysql_inspect.py::*", "METADATA_LOCK_INFO is a MariaDB plugin"),
     # The 200-process stop stress test is opt-in (LOCKCONSOLE_STRESS=1): it takes minutes, and
     # its figure (the slowest exit) is kept in the README; every stop point has its own test.
     ("tests/test_stop_stress.py::*", "set LOCKCONSOLE_STRESS=1"),
-)  # fmt: skip
+)
 
 
 def _allowed_skip(nodeid: str, reason: str) -> bool:
-    return any(fnmatch.fnmatchcase(nodeid, pattern) and why in reason
-               for pattern, why in CI_ALLOWED_SKIPS)  # fmt: skip
+    return any(
+        fnmatch.fnmatchcase(nodeid, pattern) and why in reason for pattern, why in CI_ALLOWED_SKIPS
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -103,9 +108,13 @@ def mysql_url() -> str:
     u = parse_url(MYSQL_URL)
     try:
         conn = pymysql.connect(
-            host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
-            database=u.database, connect_timeout=3,
-        )  # fmt: skip
+            host=u.host,
+            port=u.port or 3306,
+            user=u.user,
+            password=u.password or "",
+            database=u.database,
+            connect_timeout=3,
+        )
         conn.close()
     except pymysql.MySQLError as exc:
         msg = f"MySQL/MariaDB at {u.masked} is unreachable: {exc}"
@@ -155,9 +164,13 @@ def mysql_conn(mysql_url: str) -> Iterator[object]:
 
     u = parse_url(mysql_url)
     conn = pymysql.connect(
-        host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
-        database=u.database, autocommit=True,
-    )  # fmt: skip
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        autocommit=True,
+    )
     yield conn
     conn.close()
 

@@ -34,8 +34,14 @@ class OwnPostgres:
         self._pg_ctl("-w", "-m", "fast", "stop")
 
     def start(self) -> None:
-        self._pg_ctl("-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.sockets}",
-                     "-l", str(self.pgdata / "log"), "start")  # fmt: skip
+        self._pg_ctl(
+            "-w",
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {self.sockets}",
+            "-l",
+            str(self.pgdata / "log"),
+            "start",
+        )
 
     def restart(self) -> None:
         self.stop()

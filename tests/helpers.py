@@ -27,9 +27,11 @@ def unavailable(reason: str) -> NoReturn:
 
 
 def wait_for(
-    predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition",
+    predicate: Callable[[], Any],
+    timeout: float = DEADLINE,
+    what: str = "condition",
     interval: float = 0.05,
-) -> Any:  # fmt: skip
+) -> Any:
     """Poll `predicate` until it returns something truthy and return that; fail after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
@@ -80,8 +82,9 @@ async def settle(app: Any, pilot: Any, *, expect_failure: bool = False) -> None:
     await pilot.pause()
 
 
-async def until(pilot: Any, check: Callable[[], Any], timeout: float = DEADLINE,
-                what: str = "condition") -> Any:  # fmt: skip
+async def until(
+    pilot: Any, check: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition"
+) -> Any:
     """Poll `check()` while the app runs (Pilot pauses) until truthy; fail after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:

@@ -92,9 +92,15 @@ def _mysql_locks(stack: ExitStack, mysql_url: str, strings: list[str], uid: str)
     u = parse_url(mysql_url)
     names = mysql_names(strings, uid)
     for text, name in zip(strings, names, strict=True):
-        conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.user,
-                               password=u.password or "", database=u.database,
-                               program_name=no_nul(text)[:200], autocommit=True)  # fmt: skip
+        conn = pymysql.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.user,
+            password=u.password or "",
+            database=u.database,
+            program_name=no_nul(text)[:200],
+            autocommit=True,
+        )
         stack.callback(conn.close)
         with conn.cursor() as cur:
             cur.execute("select get_lock(%s, 0)", (name,))
@@ -103,8 +109,9 @@ def _mysql_locks(stack: ExitStack, mysql_url: str, strings: list[str], uid: str)
 
 
 @contextmanager
-def hostile_world(pg_url: str, mysql_url: str, uid: str, folder: Path, *,
-                  benign: bool = False) -> Iterator[World]:  # fmt: skip
+def hostile_world(
+    pg_url: str, mysql_url: str, uid: str, folder: Path, *, benign: bool = False
+) -> Iterator[World]:
     """Every place filled with the corpus (or plain strings); closed and dropped on exit."""
     from lockconsole.backends.lease.table import lease_table
     from lockconsole.backends.ledger.store import Ledger
@@ -112,8 +119,9 @@ def hostile_world(pg_url: str, mysql_url: str, uid: str, folder: Path, *,
     from lockconsole.config.urls import parse_url
     from lockconsole.model.jobs import Database, Run
 
-    strings = [f"plain text {i}" for i in range(len(corpus()))] if benign else [
-        t for _, t, _ in corpus()]  # fmt: skip
+    strings = (
+        [f"plain text {i}" for i in range(len(corpus()))] if benign else [t for _, t, _ in corpus()]
+    )
     inv, lease = f"inv_h{uid}", f"shedlock_h{uid}"
     printer = folder / "printer.py"
     printer.write_text(
@@ -128,8 +136,13 @@ def hostile_world(pg_url: str, mysql_url: str, uid: str, folder: Path, *,
     (folder / "strings.json").write_text(json.dumps(strings), encoding="utf-8")
     # a database name the server quotes back in its error message
     bad_db = quote(no_nul(strings[6] + strings[9]), safe="")
-    jobs = {"dupes": f"dupes_{uid}", "lease": f"lease_{uid}", "printer": f"printer_{uid}",
-            "ledger": f"ledger_{uid}", "bad": f"bad_{uid}"}  # fmt: skip
+    jobs = {
+        "dupes": f"dupes_{uid}",
+        "lease": f"lease_{uid}",
+        "printer": f"printer_{uid}",
+        "ledger": f"ledger_{uid}",
+        "bad": f"bad_{uid}",
+    }
     # the operator maps the app's GET_LOCK names to jobs: each name is then looked up
     my_jobs = "\n".join(
         f'[jobs.my{i}_{uid}]\ndatabase = "my"\nstrategy = "mysql"\nkey = {toml_string(name)}\n'
@@ -188,26 +201,47 @@ command = ["true"]
             stack.callback(_drop, pg_url, inv)
             for text in strings:
                 for _ in range(2):  # a duplicate group per string
-                    conn.execute(f"insert into {inv} (tenant, period) values (%s, %s)",
-                                 (no_nul(text), no_nul(text)[:100]))  # fmt: skip
+                    conn.execute(
+                        f"insert into {inv} (tenant, period) values (%s, %s)",
+                        (no_nul(text), no_nul(text)[:100]),
+                    )
         table = lease_table(lease, "postgresql")
         table.create(engine)
         stack.callback(_drop, pg_url, lease)
         now = datetime.now(UTC)
         names = [f"{i:02d}" + no_nul(t)[:62] for i, t in enumerate(strings)]  # varchar(64)
         with engine.begin() as conn:
-            conn.execute(table.insert(), [
-                {"name": n, "lock_until": now + timedelta(hours=1), "locked_at": now,
-                 "locked_by": no_nul(t)[:255]} for n, t in zip(names, strings, strict=True)
-            ])  # fmt: skip
+            conn.execute(
+                table.insert(),
+                [
+                    {
+                        "name": n,
+                        "lock_until": now + timedelta(hours=1),
+                        "locked_at": now,
+                        "locked_by": no_nul(t)[:255],
+                    }
+                    for n, t in zip(names, strings, strict=True)
+                ],
+            )
         stack.callback(_forget_runs, pg_url, jobs["ledger"])
         with Ledger(pg) as ledger:
             for i, text in enumerate(strings):
                 slot = (now - timedelta(minutes=2 + i)).replace(second=0, microsecond=0)
-                ledger.record(Run(
-                    jobs["ledger"], slot, no_nul(text)[:200] or "x", "host", 4242, "scheduled",
-                    "failed", slot, slot + timedelta(seconds=1), 1, no_nul(text),
-                ))  # fmt: skip
+                ledger.record(
+                    Run(
+                        jobs["ledger"],
+                        slot,
+                        no_nul(text)[:200] or "x",
+                        "host",
+                        4242,
+                        "scheduled",
+                        "failed",
+                        slot,
+                        slot + timedelta(seconds=1),
+                        1,
+                        no_nul(text),
+                    )
+                )
         world = World(folder / "lockconsole.toml", strings, jobs, lease_names=names)
         base = int(uid[:6], 16) * 100
         world.pg_pids = _pg_sessions(stack, pg_url, strings, base)

@@ -80,8 +80,7 @@ def _wait_listening(port: int, pid_file: Path, log: Path, timeout: float = 10.0)
     raise RuntimeError(f"PgBouncer did not listen on {port} (pid file {pid_file}): {text}")
 
 
-def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str,
-                  mode: str) -> Path:  # fmt: skip
+def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str, mode: str) -> Path:
     ini = folder / "pgbouncer.ini"
     users = "".join(f'"{u}" ""\n' for u in PGBOUNCER_USERS)
     (folder / "userlist.txt").write_text(users)

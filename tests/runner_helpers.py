@@ -19,8 +19,11 @@ MARK_AND_SLEEP = (
 def lockconsole(config: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "lockconsole", "--config", str(config), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def runs_of(config: Path, job: str) -> list[Run]:
@@ -30,8 +33,14 @@ def runs_of(config: Path, job: str) -> list[Run]:
 
 
 def pg_job_config(url: str, job: str, strategy: str, **extra: object) -> str:
-    lines = ["[databases.main]", f'url = "{url}"', f"[jobs.{job}]", 'database = "main"',
-             f'strategy = "{strategy}"', 'schedule = "0 2 * * *"']  # fmt: skip
+    lines = [
+        "[databases.main]",
+        f'url = "{url}"',
+        f"[jobs.{job}]",
+        'database = "main"',
+        f'strategy = "{strategy}"',
+        'schedule = "0 2 * * *"',
+    ]
     for k, v in extra.items():
         lines.append(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}")
     return "\n".join(lines) + "\n"

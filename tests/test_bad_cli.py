@@ -64,9 +64,13 @@ def state(url: str) -> tuple[list[str], list[int]]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        tables = [r[0] for r in conn.execute(
-            "select schemaname || '.' || tablename from pg_tables "
-            "where schemaname not in ('pg_catalog', 'information_schema') order by 1")]  # fmt: skip
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select schemaname || '.' || tablename from pg_tables "
+                "where schemaname not in ('pg_catalog', 'information_schema') order by 1"
+            )
+        ]
         counts = [conn.execute(f"select count(*) from {t}").fetchone()[0] for t in tables]
         locks = conn.execute(  # this database's only: pg_locks shows the whole cluster
             "select count(*) from pg_locks where locktype = 'advisory' and database = "
@@ -79,8 +83,10 @@ def test_bad_command_lines(own_db: str, tmp_path: Path, cli_env: dict[str, str])
     config = tmp_path / "lockconsole.toml"
     config.write_text(f'[databases.main]\nurl = "{own_db}"\n[jobs.j]\nschedule = "0 2 * * *"\n')
     config_env = tmp_path / "env.toml"
-    config_env.write_text('[databases.main]\nurl = "postgresql://u:${LOCKCONSOLE_SURELY_UNSET_VAR}'
-                          '@127.0.0.1/x"\n[jobs.j]\n')  # fmt: skip
+    config_env.write_text(
+        '[databases.main]\nurl = "postgresql://u:${LOCKCONSOLE_SURELY_UNSET_VAR}'
+        '@127.0.0.1/x"\n[jobs.j]\n'
+    )
     cli_env.pop("LOCKCONSOLE_SURELY_UNSET_VAR", None)
     cli_env.pop("LOCKCONSOLE_INSTANCE", None)
     before = state(own_db)
@@ -96,18 +102,28 @@ def test_bad_command_lines(own_db: str, tmp_path: Path, cli_env: dict[str, str])
     def run(item):  # type: ignore[no-untyped-def]
         expect, line, words, env = item
         done = subprocess.run(
-            [PYTHON, "-m", "lockconsole", *words], env=env, cwd=tmp_path,
-            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [PYTHON, "-m", "lockconsole", *words],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         return expect, line, done
 
     failures = []
     with ThreadPoolExecutor(max_workers=6) as pool:
         for expect, line, done in pool.map(run, commands):
             lines = done.stderr.splitlines()
-            ok = (done.returncode == 2 and done.stdout == "" and len(lines) == 1
-                  and lines[0].startswith("lockconsole: ") and expect in lines[0]
-                  and "Traceback" not in done.stderr)  # fmt: skip
+            ok = (
+                done.returncode == 2
+                and done.stdout == ""
+                and len(lines) == 1
+                and lines[0].startswith("lockconsole: ")
+                and expect in lines[0]
+                and "Traceback" not in done.stderr
+            )
             if not ok:
                 failures.append(f"{line}\n  -> exit {done.returncode}: {done.stderr.strip()[:300]}")
     assert not failures, "\n".join(failures)

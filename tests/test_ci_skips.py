@@ -26,10 +26,28 @@ def run_cases(tmp_path: Path, ci: str) -> subprocess.CompletedProcess[str]:
     (folder / "test_lease.py").write_text(CASES)  # the allow-list names tests/test_lease.py
     env = {**os.environ, "CI": ci, "PYTHONPATH": str(ROOT / "tests")}
     return subprocess.run(
-        [PYTHON, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "-rA",
-         "--rootdir", str(tmp_path), "-c", os.devnull, "tests/test_lease.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            PYTHON,
+            "-m",
+            "pytest",
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            "tests/test_lease.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_skip_fails_under_ci_unless_allowed(tmp_path: Path) -> None:

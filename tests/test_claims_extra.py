@@ -29,8 +29,10 @@ def peak_bytes(fn: Callable[[], Any]) -> int:
 
 def test_the_duplicate_inspector_never_holds_the_whole_table_in_memory(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
     table = f"inv_mem_{uid}"
-    pg_conn.execute(f"create table {table} (id bigserial primary key, tenant_id int, "
-                    "period text, amount int, note text)")  # fmt: skip
+    pg_conn.execute(
+        f"create table {table} (id bigserial primary key, tenant_id int, "
+        "period text, amount int, note text)"
+    )
     # ROWS rows, of which every 1,000th tenant is billed twice for the same period
     pg_conn.execute(
         f"insert into {table} (tenant_id, period, amount, note) "
@@ -39,14 +41,17 @@ def test_the_duplicate_inspector_never_holds_the_whole_table_in_memory(pg_url, p
         (ROWS, ROWS),
     )
     job = f"mem_{uid}"
-    config = parse_config(f"""
+    config = parse_config(
+        f"""
 [databases.main]
 url = "{pg_url}"
 [jobs.{job}]
 [jobs.{job}.idempotency]
 table = "{table}"
 key = ["tenant_id", "period"]
-""", "<test>")  # fmt: skip
+""",
+        "<test>",
+    )
     try:
         with Console(config) as console:
             console.duplicate_summary(job)  # connections and imports made outside the measure

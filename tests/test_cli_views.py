@@ -61,19 +61,31 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
     key = name_to_int64(pg_job)
     my = parse_url(mysql_url)  # the client goes to the test server, not to a default port
     psql = subprocess.Popen(
-        [psql_binary(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [psql_binary(), "-X", "-q", "-At", pg_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert psql.stdin and psql.stdout
     psql.stdin.write(f"select pg_advisory_lock({key}), pg_backend_pid();\n")
     psql.stdin.flush()
     psql_pid = int(psql.stdout.readline().strip().split("|")[1])
     client = subprocess.Popen(
-        [mariadb, f"-h{my.host}", f"-P{my.port or 3306}", f"-u{my.user}", my.database or "test",
-         "-N", "--unbuffered", "-e",
-         f"select get_lock('{my_job}', 0), connection_id(); select sleep(60);"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "MYSQL_PWD": my.password or ""},
-    )  # fmt: skip
+        [
+            mariadb,
+            f"-h{my.host}",
+            f"-P{my.port or 3306}",
+            f"-u{my.user}",
+            my.database or "test",
+            "-N",
+            "--unbuffered",
+            "-e",
+            f"select get_lock('{my_job}', 0), connection_id(); select sleep(60);",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MYSQL_PWD": my.password or ""},
+    )
     try:
         assert client.stdout
         got, conn_id = client.stdout.readline().split()
@@ -91,8 +103,7 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
         other_pid = other.info.backend_pid
         other.execute("select pg_advisory_lock(%s)", (key + 1,))
         other.execute("select pg_advisory_unlock(%s)", (key + 1,))
-        code, out, err = run_cli(config, "release", "--pid", str(other_pid), "--yes",
-                                 env=cli_env)  # fmt: skip
+        code, out, err = run_cli(config, "release", "--pid", str(other_pid), "--yes", env=cli_env)
         assert code == 1 and "nothing was done" in err
         assert other.execute("select 1").fetchone() == (1,), "the session is still alive"
         other.close()
@@ -100,9 +111,13 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
         code, out, err = run_cli(config, "release", "--job", pg_job, "--yes", env=cli_env)
         assert code == 0, (out, err)
         assert out.startswith("released")
-        wait_for(lambda: not pg_conn.execute(
-            "select 1 from pg_locks where locktype='advisory' and pid = %s", (psql_pid,)
-        ).fetchone())  # fmt: skip
+        wait_for(
+            lambda: (
+                not pg_conn.execute(
+                    "select 1 from pg_locks where locktype='advisory' and pid = %s", (psql_pid,)
+                ).fetchone()
+            )
+        )
 
         code, out, err = run_cli(config, "release", "--job", my_job, "--yes", env=cli_env)
         assert code == 0, (out, err)
@@ -121,8 +136,9 @@ def test_read_only_refuses_release(pg_url, pg_conn, uid, write_config, cli_env):
     holder = psycopg.connect(pg_url, autocommit=True)
     try:
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(f"ro_{uid}"),))
-        code, out, err = run_cli(config, "--read-only", "release", "--job", f"ro_{uid}",
-                                 "--yes", env=cli_env)  # fmt: skip
+        code, out, err = run_cli(
+            config, "--read-only", "release", "--job", f"ro_{uid}", "--yes", env=cli_env
+        )
         assert code == 2 and "read-only" in err and len(err.strip().splitlines()) == 1
         assert holder.execute("select 1").fetchone() == (1,)
     finally:
@@ -209,10 +225,16 @@ def test_secrets_never_appear(pg_url, mysql_url, mysql_conn, uid, write_config, 
             """
         )
         outputs = []
-        for args in (["config"], ["config", "--json"], ["locks"], ["locks", "--json"],
-                     ["check", "--json"], ["history", "--json"],
-                     ["run", f"s_{uid}", "--json", "--", "true"],
-                     ["run", f"b_{uid}", "--json", "--", "true"]):  # fmt: skip
+        for args in (
+            ["config"],
+            ["config", "--json"],
+            ["locks"],
+            ["locks", "--json"],
+            ["check", "--json"],
+            ["history", "--json"],
+            ["run", f"s_{uid}", "--json", "--", "true"],
+            ["run", f"b_{uid}", "--json", "--", "true"],
+        ):
             code, out, err = run_cli(config, *args, env=env)
             outputs.append((args, code, out + err))
         for args, _code, text in outputs:

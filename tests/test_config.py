@@ -366,8 +366,14 @@ def test_unreadable_config(cli_env: dict[str, str]) -> None:
         path = _job_config(folder / "secret.toml", "j")
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([*prefix, PYTHON, *args], env=cli_env, cwd=folder,
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            return subprocess.run(
+                [*prefix, PYTHON, *args],
+                env=cli_env,
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
 
         who = run("-c", "import os; print(os.geteuid())")
         assert who.returncode == 0 and who.stdout.strip() != "0", who.stderr

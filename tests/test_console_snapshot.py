@@ -52,9 +52,16 @@ def test_snapshot_reuses_its_ledger_connection_and_reconnects(pg_url, pg_conn, u
 
 
 def _holder(**kw: object) -> Holder:
-    base: dict[str, object] = {"database": "main", "kind": "advisory", "key": "1",
-                               "key_kind": "int64", "granted": True, "source": "pg_locks",
-                               "pid": 10, "state": "idle"}  # fmt: skip
+    base: dict[str, object] = {
+        "database": "main",
+        "kind": "advisory",
+        "key": "1",
+        "key_kind": "int64",
+        "granted": True,
+        "source": "pg_locks",
+        "pid": 10,
+        "state": "idle",
+    }
     return Holder(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -63,8 +70,7 @@ def test_mark_stale_copies_only_holders_it_changes() -> None:
     fresh = [_holder(key=str(k), state_since=now - timedelta(seconds=5)) for k in range(3)]
     idle = [_holder(key=str(k), pid=11, state_since=now - timedelta(hours=2)) for k in range(3)]
     waiter = _holder(key="9", pid=12, granted=False, state="active")
-    out = mark_stale([*fresh, *idle, waiter], [], [], now=now,
-                     idle_threshold=timedelta(minutes=10))  # fmt: skip
+    out = mark_stale([*fresh, *idle, waiter], [], [], now=now, idle_threshold=timedelta(minutes=10))
     assert all(a is b for a, b in zip(out[:3], fresh, strict=True))  # unchanged: not copied
     assert out[6] is waiter
     for before, after in zip(idle, out[3:6], strict=True):

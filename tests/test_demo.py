@@ -78,10 +78,26 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
     from lockconsole.console.facade import Console
 
     state = tmp_path / "state"
-    argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--json",
-            "--night-seconds", str(NIGHT), "--for", str(RUN_FOR)]  # fmt: skip
-    proc = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    argv = [
+        PYTHON,
+        "-m",
+        "lockconsole",
+        "demo",
+        "--headless",
+        "--json",
+        "--night-seconds",
+        str(NIGHT),
+        "--for",
+        str(RUN_FOR),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     lines: queue.Queue[str] = queue.Queue()
     seen: list[str] = []
     reader = threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True)
@@ -186,8 +202,13 @@ def test_aligned_clock_starts_the_schedule_at_the_first_slot() -> None:
     ],
 )
 def test_demo_usage_errors_start_nothing(tmp_path: Path, args: list[str], message: str) -> None:
-    result = subprocess.run([PYTHON, "-m", "lockconsole", "demo", *args], env=_env(tmp_path),
-                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        [PYTHON, "-m", "lockconsole", "demo", *args],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "state" / "lockconsole" / "demo-pgdata").exists()

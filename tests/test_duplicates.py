@@ -210,9 +210,13 @@ def test_has_unique_key_detection(engine: Engine, uid: str) -> None:
     md = MetaData()
     pk = Table(f"pk_{uid}", md, Column("a", Integer, primary_key=True), Column("b", Integer))
     wide = Table(
-        f"wide_{uid}", md, Column("id", Integer, primary_key=True),
-        Column("a", Integer), Column("b", Integer), Column("c", Integer),
-    )  # fmt: skip
+        f"wide_{uid}",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("a", Integer),
+        Column("b", Integer),
+        Column("c", Integer),
+    )
     md.create_all(engine)
     try:
         with engine.begin() as conn:
@@ -283,9 +287,13 @@ def test_schema_qualified_table(engine: Engine, uid: str) -> None:
         with engine.begin() as conn:
             conn.exec_driver_sql(f"CREATE SCHEMA lc_{uid}")
     t = Table(
-        f"inv_{uid}", MetaData(), Column("id", Integer, primary_key=True),
-        Column("tenant_id", Integer), Column("period", String(7)), schema=schema,
-    )  # fmt: skip
+        f"inv_{uid}",
+        MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("tenant_id", Integer),
+        Column("period", String(7)),
+        schema=schema,
+    )
     try:
         t.create(engine)
         with engine.begin() as conn:

@@ -16,8 +16,15 @@ T0 = datetime(2026, 11, 27, 2, 0, tzinfo=UTC)
 
 
 def _holder_fields() -> dict[str, object]:
-    made = Holder(database="main", kind="advisory", key="42", key_kind="int64", granted=True,
-                  source="pg_locks", pid=7)  # fmt: skip
+    made = Holder(
+        database="main",
+        kind="advisory",
+        key="42",
+        key_kind="int64",
+        granted=True,
+        source="pg_locks",
+        pid=7,
+    )
     return dict(made.__dict__)
 
 
@@ -30,8 +37,16 @@ def test_construct_equals_init_and_stays_frozen() -> None:
 
 
 def test_evolve_changes_only_what_it_names() -> None:
-    run = Run(job="j", slot=T0, instance="a", host="h", pid=1, trigger="scheduled",
-              outcome="acquired", started_at=T0)  # fmt: skip
+    run = Run(
+        job="j",
+        slot=T0,
+        instance="a",
+        host="h",
+        pid=1,
+        trigger="scheduled",
+        outcome="acquired",
+        started_at=T0,
+    )
     done = evolve(run, outcome="succeeded", exit_code=0)
     assert done == dataclasses.replace(run, outcome="succeeded", exit_code=0)
     assert run.outcome == "acquired"

@@ -59,8 +59,10 @@ def alive(pg_conn, pid: int) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -> None:  # type: ignore[no-untyped-def]
-    ledger = ("grant select, insert, update on lockconsole_runs to {role}",
-              "grant usage on sequence lockconsole_runs_id_seq to {role}")  # fmt: skip
+    ledger = (
+        "grant select, insert, update on lockconsole_runs to {role}",
+        "grant usage on sequence lockconsole_runs_id_seq to {role}",
+    )
     runner = roles("runner", *ledger)
     reader = roles("reader", "grant select on lockconsole_runs to {role}")
     assert not pg_conn.execute(
@@ -86,8 +88,12 @@ def test_membership_in_the_holders_role_releases_that_roles_sessions_only(
 ) -> None:  # type: ignore[no-untyped-def]
     holder_url = roles("holder")
     other_url = roles("other")
-    member_url = roles("member", f"grant lc_holder_{uid} to {{role}}",
-                       "grant select on lockconsole_runs to {role}", audit=True)  # fmt: skip
+    member_url = roles(
+        "member",
+        f"grant lc_holder_{uid} to {{role}}",
+        "grant select on lockconsole_runs to {role}",
+        audit=True,
+    )
     job, other_job = f"g_{uid}", f"g_other_{uid}"
     holder = psycopg.connect(holder_url, autocommit=True)
     other = psycopg.connect(other_url, autocommit=True)
@@ -116,14 +122,23 @@ def test_the_lease_update_grant_is_what_releasing_a_lease_needs(
     table, job = f"shedlock_{uid}", f"lease_{uid}"
     extra = f'strategy = "lease"\nlease_table = "{table}"\nmax_duration = "10m"\n'
     owner = config_of(pg_url, job, extra)
-    lease = open_lock(owner.job(job), owner.databases["main"], instance="web-1",
-                      application_name="t")  # fmt: skip
+    lease = open_lock(
+        owner.job(job), owner.databases["main"], instance="web-1", application_name="t"
+    )
     assert lease.acquire()
     try:
-        viewer = roles("lviewer", f"grant select on {table} to {{role}}",
-                       "grant select on lockconsole_runs to {role}", audit=True)  # fmt: skip
-        releaser = roles("lreleaser", f"grant select, update on {table} to {{role}}",
-                         "grant select on lockconsole_runs to {role}", audit=True)  # fmt: skip
+        viewer = roles(
+            "lviewer",
+            f"grant select on {table} to {{role}}",
+            "grant select on lockconsole_runs to {role}",
+            audit=True,
+        )
+        releaser = roles(
+            "lreleaser",
+            f"grant select, update on {table} to {{role}}",
+            "grant select on lockconsole_runs to {role}",
+            audit=True,
+        )
         with Console(config_of(viewer, job, extra)) as console:
             (h,) = [h for h in console.snapshot().holders if h.job == job]
             result = console.release(h)

@@ -26,9 +26,10 @@ def worlds(pg_url: str, mysql_url: str, tmp_path_factory: Any) -> Iterator[tuple
     uid = uuid.uuid4().hex[:10]
     with (
         hostile_world(pg_url, mysql_url, uid, tmp_path_factory.mktemp("hostile")) as bad,
-        hostile_world(pg_url, mysql_url, uid[::-1], tmp_path_factory.mktemp("plain"),
-                      benign=True) as plain,
-    ):  # fmt: skip
+        hostile_world(
+            pg_url, mysql_url, uid[::-1], tmp_path_factory.mktemp("plain"), benign=True
+        ) as plain,
+    ):
         yield bad, plain
 
 
@@ -37,8 +38,12 @@ def cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
     env.pop("LOCKCONSOLE_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(world.config), *args],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def views(world: World, tmp: Path) -> list[tuple[str, ...]]:
@@ -46,9 +51,14 @@ def views(world: World, tmp: Path) -> list[tuple[str, ...]]:
     group = world.strings[6]  # the clear-screen string: an argument may carry it too
     pid = next(iter(world.pg_pids))
     return [
-        ("locks",), ("locks", "--job", lease), ("check",), ("check", "--no-duplicates"),
-        ("history", "--limit", "200"), ("history", "--job", world.jobs["ledger"]),
-        ("dupes", dupes), ("dupes", dupes, "--page-size", "5", "--page", "1"),
+        ("locks",),
+        ("locks", "--job", lease),
+        ("check",),
+        ("check", "--no-duplicates"),
+        ("history", "--limit", "200"),
+        ("history", "--job", world.jobs["ledger"]),
+        ("dupes", dupes),
+        ("dupes", dupes, "--page-size", "5", "--page", "1"),
         ("dupes", dupes, "--group", group, group[:100]),
         ("dupes", dupes, "--csv", str(tmp / f"{world.jobs['dupes']}.csv")),
         ("release", "--pid", str(pid)),  # no terminal to confirm on: refused
@@ -56,7 +66,7 @@ def views(world: World, tmp: Path) -> list[tuple[str, ...]]:
         ("release", "--job", world.jobs["printer"]),  # holds nothing
         ("--read-only", "release", "--pid", str(pid), "--yes"),
         ("config",),
-    ]  # fmt: skip
+    ]
 
 
 def test_text_views_show_hostile_data_inertly(worlds: tuple[World, World], tmp_path) -> None:
@@ -77,11 +87,17 @@ def test_text_views_show_hostile_data_inertly(worlds: tuple[World, World], tmp_p
 
 def test_json_views_keep_the_original_strings(worlds: tuple[World, World]) -> None:
     bad, plain = worlds
-    for args in [("locks",), ("check",), ("history", "--limit", "200"),
-                 ("dupes", bad.jobs["dupes"]), ("config",)]:  # fmt: skip
+    for args in [
+        ("locks",),
+        ("check",),
+        ("history", "--limit", "200"),
+        ("dupes", bad.jobs["dupes"]),
+        ("config",),
+    ]:
         got = cli(bad, *args, "--json")
-        want = cli(plain, *[a.replace(bad.jobs["dupes"], plain.jobs["dupes"]) for a in args],
-                   "--json")  # fmt: skip
+        want = cli(
+            plain, *[a.replace(bad.jobs["dupes"], plain.jobs["dupes"]) for a in args], "--json"
+        )
         assert got.returncode == want.returncode, (args, got.stderr[-2000:])
         assert "Traceback" not in got.stderr
         json.loads(got.stdout)  # one JSON document

@@ -47,10 +47,14 @@ def raw_connect(url: str, *, autocommit: bool = True, found_rows: bool = False) 
         from pymysql.constants import CLIENT
 
         return pymysql.connect(
-            host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
-            database=u.database, autocommit=autocommit,
+            host=u.host,
+            port=u.port or 3306,
+            user=u.user,
+            password=u.password or "",
+            database=u.database,
+            autocommit=autocommit,
             client_flag=CLIENT.FOUND_ROWS if found_rows else 0,
-        )  # fmt: skip
+        )
     return sqlite3.connect(
         u.database, isolation_level=None if autocommit else "DEFERRED", timeout=30
     )
@@ -124,8 +128,11 @@ def test_mysql_found_rows_connection(mysql_url: str, uid: str, autocommit: bool)
     """With CLIENT_FOUND_ROWS a no-op ON DUPLICATE KEY UPDATE reports 1 row, like an insert;
     claim must still tell them apart (it does so on such connections by catching 1062)."""
     url, name = mysql_url, f"fr_{uid}"
-    execute(url, f"CREATE TABLE {name} (tenant_id INT NOT NULL, period VARCHAR(7) NOT NULL, "
-                 f"UNIQUE KEY (tenant_id, period))")  # fmt: skip
+    execute(
+        url,
+        f"CREATE TABLE {name} (tenant_id INT NOT NULL, period VARCHAR(7) NOT NULL, "
+        f"UNIQUE KEY (tenant_id, period))",
+    )
     try:
         row = {"tenant_id": 1, "period": "2026-11"}
         with closing(raw_connect(url, autocommit=autocommit, found_rows=True)) as conn:
@@ -280,7 +287,7 @@ def test_concurrent_processes_claim_each_key_once(url: str, table: str, mode: st
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-        )  # fmt: skip
+        )
         for _ in range(6)
     ]
     for proc in procs:  # all connected

@@ -44,10 +44,14 @@ class Env:
         table: str | None = None,
     ) -> LeaseLock:
         job = Job(
-            name=name, database="main", strategy="lease", key=LockKey("name", name),
-            max_duration=timedelta(seconds=max_duration), min_hold=timedelta(seconds=min_hold),
+            name=name,
+            database="main",
+            strategy="lease",
+            key=LockKey("name", name),
+            max_duration=timedelta(seconds=max_duration),
+            min_hold=timedelta(seconds=min_hold),
             lease_table=table or self.table,
-        )  # fmt: skip
+        )
         return LeaseLock(job, Database("main", parse_url(self.url)), owner=owner)
 
     def sql(self, statement: str, **params: Any) -> Any:
@@ -128,9 +132,13 @@ def shedlock(env: Env, kind: str, *, seconds: float, by: str = "shedlock-app") -
     statement = (SHEDLOCK_INSERT if kind == "insert" else SHEDLOCK_UPDATE)[env.dialect]
     now = datetime.now(UTC).replace(tzinfo=None)
     params = {
-        "name": "job", "by": by, "secs": seconds, "micros": int(seconds * 1_000_000),
-        "now": _stamp(now), "until": _stamp(now + timedelta(seconds=seconds)),
-    }  # fmt: skip
+        "name": "job",
+        "by": by,
+        "secs": seconds,
+        "micros": int(seconds * 1_000_000),
+        "now": _stamp(now),
+        "until": _stamp(now + timedelta(seconds=seconds)),
+    }
     used = {k: v for k, v in params.items() if f":{k}" in statement}
     return int(env.sql(statement.format(t=env.table), **used))
 
@@ -268,9 +276,7 @@ def test_still_held_is_false_when_the_server_is_gone(env: Env, locks: Any) -> No
 
 
 def test_driver_errors_are_one_line_without_the_password(tmp_path: Path) -> None:
-    job = Job(
-        "j", "main", "lease", LockKey("name", "j"), max_duration=timedelta(seconds=5)
-    )  # fmt: skip
+    job = Job("j", "main", "lease", LockKey("name", "j"), max_duration=timedelta(seconds=5))
     for raw in (
         "postgresql://postgres:s3cr%21t@127.0.0.1:1/test",
         "mysql://root:s3cr%21t@127.0.0.1:1/test",

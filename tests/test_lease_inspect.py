@@ -34,9 +34,13 @@ class Env:
 
     def job(self, name: str, table: str | None = None) -> Job:
         return Job(
-            f"job_{name}", "main", "lease", LockKey("name", name),
-            max_duration=timedelta(minutes=10), lease_table=table or self.table,
-        )  # fmt: skip
+            f"job_{name}",
+            "main",
+            "lease",
+            LockKey("name", name),
+            max_duration=timedelta(minutes=10),
+            lease_table=table or self.table,
+        )
 
     def lock(self, name: str, owner: str) -> LeaseLock:
         lock = LeaseLock(self.job(name), self.db, owner=owner)
@@ -85,8 +89,12 @@ def utcnow() -> datetime:
 
 def test_held_rows_listed_expired_rows_not(env: Env, closing) -> None:
     assert env.lock("a", "host-1").acquire() and env.lock("b", "host-2").acquire()
-    env.insert(name="old", lock_until=utcnow() - timedelta(hours=1),
-               locked_at=utcnow() - timedelta(hours=2), locked_by="host-3")  # fmt: skip
+    env.insert(
+        name="old",
+        lock_until=utcnow() - timedelta(hours=1),
+        locked_at=utcnow() - timedelta(hours=2),
+        locked_by="host-3",
+    )
     inspector = closing(LeaseInspector(env.db, env.table))
     listing = inspector.holders([env.job("a"), env.job("b", table="other_table")])
     assert listing.source == env.table and listing.notes == ()
@@ -139,8 +147,13 @@ def test_reacquired_lease_is_not_released_by_an_old_listing(env: Env, closing) -
     """A table made by ShedLock has no fencing_token: locked_at tells acquisitions apart."""
     lease_table(env.table, env.dialect, fencing=False).create(env.engine)
     past = utcnow() - timedelta(seconds=30)
-    env.insert(fencing=False, name="job", lock_until=past + timedelta(minutes=10),
-               locked_at=past, locked_by="host-1")  # fmt: skip
+    env.insert(
+        fencing=False,
+        name="job",
+        lock_until=past + timedelta(minutes=10),
+        locked_at=past,
+        locked_by="host-1",
+    )
     inspector = closing(LeaseInspector(env.db, env.table))
     [old] = inspector.holders([]).holders
     assert old.fencing_token is None and old.locked_by == "host-1"

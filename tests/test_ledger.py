@@ -121,8 +121,12 @@ def test_record_finish_round_trip(ledger: Ledger, uid: str) -> None:
         123456789012,
     )
     assert (back.strategy, back.lock_key, back.instance, back.host, back.pid) == (
-        "pg-session", "4242", "web-7", "host-z", 31337,
-    )  # fmt: skip
+        "pg-session",
+        "4242",
+        "web-7",
+        "host-z",
+        31337,
+    )
 
 
 def test_finish_defaults_to_now(ledger: Ledger, uid: str) -> None:
@@ -242,16 +246,21 @@ def _kill(url: str, ledger: Ledger) -> None:
             cur.execute("SELECT CONNECTION_ID()")
             cid = cur.fetchone()[0]
         admin = pymysql.connect(
-            host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
-            database=u.database, autocommit=True,
-        )  # fmt: skip
+            host=u.host,
+            port=u.port or 3306,
+            user=u.user,
+            password=u.password or "",
+            database=u.database,
+            autocommit=True,
+        )
         try:
             with admin.cursor() as cur:
                 cur.execute("KILL %s", (cid,))
 
                 def gone() -> bool:  # KILL returns before the thread has ended
-                    cur.execute("select count(*) from information_schema.processlist"
-                                " where id = %s", (cid,))  # fmt: skip
+                    cur.execute(
+                        "select count(*) from information_schema.processlist where id = %s", (cid,)
+                    )
                     return cur.fetchone()[0] == 0
 
                 wait_for(gone, what="the killed connection to end")
@@ -319,8 +328,11 @@ def test_hot_path_does_not_import_sqlalchemy(ledger: Ledger, url: str, uid: str)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
         [sys.executable, "-c", HOT_PATH, url, f"hot_{uid}"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok ")
     (back,) = ledger.runs(f"hot_{uid}")

@@ -154,8 +154,12 @@ def test_int4_pair_key_in_pg_locks(pg_url, pg_conn, uid: str, strategy: str, clo
     assert len(rows) == 1
     pid, classid, objid, objsubid, mode, _, objid_as_int4 = rows[0]
     assert (pid, classid, objid, objsubid, mode) == (
-        lock.session_id, key1, key2 + (1 << 32), 2, "ExclusiveLock"
-    )  # fmt: skip
+        lock.session_id,
+        key1,
+        key2 + (1 << 32),
+        2,
+        "ExclusiveLock",
+    )
     assert objid_as_int4 == key2
     # The same numbers as an int64 key live in the other key space.
     other, odb = build_job(

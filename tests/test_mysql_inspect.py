@@ -27,9 +27,13 @@ ACTOR = Actor("tester", "testhost")
 def connect(url: str) -> Any:
     u = parse_url(url)
     return pymysql.connect(
-        host=u.host, port=u.port or 3306, user=u.user, password=u.password or "",
-        database=u.database, autocommit=True,
-    )  # fmt: skip
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        autocommit=True,
+    )
 
 
 def scalar(conn: Any, sql: str, *args: Any) -> Any:
@@ -177,10 +181,26 @@ def test_mariadb_cli_holder_listed(db: Database, closing, uid, source) -> None:
     env = dict(os.environ, MYSQL_PWD=u.password or "")
     sql = f"select connection_id(), get_lock('{name}', 0); select sleep(30)"
     proc = subprocess.Popen(
-        [client, "-h", u.host or "127.0.0.1", "-P", str(u.port or 3306), "-u", u.user or "root",
-         "-N", "-B", "--unbuffered", u.database or "test", "-e", sql],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            client,
+            "-h",
+            u.host or "127.0.0.1",
+            "-P",
+            str(u.port or 3306),
+            "-u",
+            u.user or "root",
+            "-N",
+            "-B",
+            "--unbuffered",
+            u.database or "test",
+            "-e",
+            sql,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         cli_id, got = proc.stdout.readline().split()  # type: ignore[union-attr]
         assert got == "1"
@@ -209,8 +229,9 @@ def test_waiter_listed_with_its_blocker(mli: None, db: Database, session, closin
     waiter.start()
     try:
         inspector = closing(MysqlInspector(db, source="metadata_lock_info"))
-        rows = eventually(lambda: [h for h in rows_for(inspector, [job(uid, name)], name)
-                                   if not h.granted])  # fmt: skip
+        rows = eventually(
+            lambda: [h for h in rows_for(inspector, [job(uid, name)], name) if not h.granted]
+        )
         assert rows, "the waiter never showed"
         [w] = rows
         assert (w.pid, w.blocked_by, w.job) == (waiter_conn.thread_id(), (pid,), f"job_{uid}")
@@ -261,8 +282,9 @@ def test_release_refused_when_holder_changed(mli: None, db, session, closing, ui
     audit = closing(AuditLog(db))
     result = inspector.release(holder, actor=ACTOR, audit=audit)
     assert result.status == "holder_changed"
-    assert result.message == (f"holder changed: connection {old} no longer holds {name!r}; "
-                              "nothing was done")  # fmt: skip
+    assert result.message == (
+        f"holder changed: connection {old} no longer holds {name!r}; nothing was done"
+    )
     assert scalar(first, "SELECT 1") == 1 and scalar(second, "SELECT IS_USED_LOCK(%s)", name) == new
     scalar(second, "SELECT RELEASE_LOCK(%s)", name)  # and nobody at all holds it
     assert inspector.release(holder, actor=ACTOR, audit=audit).status == "holder_changed"

@@ -88,8 +88,10 @@ def roles(pg_conn: Any, uid: str) -> Iterator[Callable[[str], str]]:
 
     yield make
     for name in made:
-        pg_conn.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-                        "WHERE usename = %s", (name,))  # fmt: skip
+        pg_conn.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s",
+            (name,),
+        )
         pg_conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(name)))
 
 
@@ -251,13 +253,18 @@ def test_release_denied_names_pg_signal_backend(
 
 
 def test_release_without_backend_start_says_so(
-    pg_conn: Any, audit: AuditLog, connect: Connect, roles: Callable[[str], str], pg_url: str,
+    pg_conn: Any,
+    audit: AuditLog,
+    connect: Connect,
+    roles: Callable[[str], str],
+    pg_url: str,
     uid: str,
-) -> None:  # fmt: skip
+) -> None:
     k = key_of(uid)
     owner, operator = roles("owner"), roles("signal")
-    pg_conn.execute(psycopg.sql.SQL("GRANT pg_signal_backend TO {}").format(
-        psycopg.sql.Identifier(operator)))  # fmt: skip
+    pg_conn.execute(
+        psycopg.sql.SQL("GRANT pg_signal_backend TO {}").format(psycopg.sql.Identifier(operator))
+    )
     victim = connect(url_as(pg_url, owner))
     victim.execute("SELECT pg_advisory_lock(%s)", (k,))
     insp = PgInspector(Database("main", parse_url(url_as(pg_url, operator))))
@@ -273,9 +280,14 @@ def test_release_without_backend_start_says_so(
 
 
 def test_failing_audit_means_nothing_is_done(
-    db: Database, inspector: PgInspector, audit: AuditLog, connect: Connect,
-    roles: Callable[[str], str], pg_url: str, uid: str,
-) -> None:  # fmt: skip
+    db: Database,
+    inspector: PgInspector,
+    audit: AuditLog,
+    connect: Connect,
+    roles: Callable[[str], str],
+    pg_url: str,
+    uid: str,
+) -> None:
     k = key_of(uid)
     audit.entries(1)  # the shared audit table exists (owned by postgres)
     nobody = roles("noaudit")  # may not insert into it

@@ -72,8 +72,11 @@ def test_a_kept_direct_connection_prepares_what_it_repeats(pg_url, uid, strategy
     assert lock_conn.prepare_threshold == PREPARE_THRESHOLD
     assert ledger_conn.prepare_threshold == PREPARE_THRESHOLD
     lock_statements = " ".join(_prepared(lock_conn))
-    expected = {"pg-session": "pg_try_advisory_lock", "pg-xact": "pg_try_advisory_xact_lock",
-                "lease": "lock_until"}[strategy]  # fmt: skip
+    expected = {
+        "pg-session": "pg_try_advisory_lock",
+        "pg-xact": "pg_try_advisory_xact_lock",
+        "lease": "lock_until",
+    }[strategy]
     assert expected in lock_statements
     assert "INSERT INTO lockconsole_runs" in " ".join(_prepared(ledger_conn))
 

@@ -127,12 +127,12 @@ def test_mysql_viewer_releaser_plain(my_accounts, mysql_conn, uid) -> None:  # t
 
     job = f"m_{uid}"
     u = urlsplit(my_accounts("holder"))
-    holder = pymysql.connect(host=u.hostname, port=u.port, user=u.username, database="test",
-                             autocommit=True)  # fmt: skip
+    holder = pymysql.connect(
+        host=u.hostname, port=u.port, user=u.username, database="test", autocommit=True
+    )
 
     def console(kind: str) -> Console:
-        text = (f'[databases.main]\nurl = "{my_accounts(kind)}"\n[jobs.{job}]\n'
-                'strategy = "mysql"\n')  # fmt: skip
+        text = f'[databases.main]\nurl = "{my_accounts(kind)}"\n[jobs.{job}]\nstrategy = "mysql"\n'
         return Console(parse_config(text, "<test>"))
 
     def used() -> object:

@@ -19,17 +19,36 @@ from lockconsole.model.keys import name_to_int64
 
 pytestmark = pytest.mark.mysql
 
-MUTATING = ["run {job}", "run {job} -- true", "schedule --for 1", "release --job {job} --yes",
-            "release --pid {pid} --yes", "demo --headless --for 1"]  # fmt: skip
-VIEWING = ["config", "locks", "locks --json", "history", "history --json", "check",
-           "check --json", "dupes {job}", "tui"]  # fmt: skip
+MUTATING = [
+    "run {job}",
+    "run {job} -- true",
+    "schedule --for 1",
+    "release --job {job} --yes",
+    "release --pid {pid} --yes",
+    "demo --headless --for 1",
+]
+VIEWING = [
+    "config",
+    "locks",
+    "locks --json",
+    "history",
+    "history --json",
+    "check",
+    "check --json",
+    "dupes {job}",
+    "tui",
+]
 
 
 def cli(config: Path, words: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 # Only this test's rows and sessions are compared (other tests share the databases' tables).
@@ -42,12 +61,15 @@ def pg_state(conn: Any, uid: str, pid: int) -> dict[str, Any]:
     mine = f"%{uid}%"
     return {
         "tables": tables,
-        "ledger": conn.execute("select * from lockconsole_runs where job like %s order by id",
-                               (mine,)).fetchall(),
+        "ledger": conn.execute(
+            "select * from lockconsole_runs where job like %s order by id", (mine,)
+        ).fetchall(),
         "audit": conn.execute(
             "select * from lockconsole_audit where target like %s or target like %s order by id",
             (mine, f"%{pid}%"),
-        ).fetchall() if ("lockconsole_audit",) in tables else None,
+        ).fetchall()
+        if ("lockconsole_audit",) in tables
+        else None,
         "leases": conn.execute("select * from shedlock where name like %s", (mine,)).fetchall(),
         "invoices": conn.execute(f"select * from inv_{uid} order by id").fetchall(),
         "locks": conn.execute(
@@ -55,7 +77,7 @@ def pg_state(conn: Any, uid: str, pid: int) -> dict[str, Any]:
             " join pg_stat_activity a using (pid) where locktype = 'advisory' and l.pid = %s",
             (pid,),
         ).fetchall(),
-    }  # fmt: skip
+    }
 
 
 def my_state(conn: Any, uid: str, name: str) -> dict[str, Any]:
@@ -111,8 +133,13 @@ def test_every_command_with_read_only_changes_nothing(
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(pg_job),))
         pid = holder.info.backend_pid
         u = parse_url(mysql_url)
-        my_holder = pymysql.connect(host=u.host, port=u.port or 3306, user=u.user,
-                                    password=u.password or "", database=u.database)  # fmt: skip
+        my_holder = pymysql.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.user,
+            password=u.password or "",
+            database=u.database,
+        )
         with my_holder.cursor() as cur:
             cur.execute("select get_lock(%s, 0)", (my_job,))
         try:

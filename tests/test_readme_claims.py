@@ -24,8 +24,11 @@ def normalize(text: str) -> str:
 def readme_sections() -> dict[str, str]:
     """'## ' and '### ' headings -> their text (a '## ' section includes its '### ' ones)."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    heads = [(i, len(m.group(1)), normalize(m.group(2)))
-             for i, line in enumerate(lines) if (m := re.match(r"^(##+) (.+)$", line))]  # fmt: skip
+    heads = [
+        (i, len(m.group(1)), normalize(m.group(2)))
+        for i, line in enumerate(lines)
+        if (m := re.match(r"^(##+) (.+)$", line))
+    ]
     sections = {}
     for n, (start, level, title) in enumerate(heads):
         end = next((i for i, lv, _ in heads[n + 1 :] if lv <= level), len(lines))
@@ -40,9 +43,11 @@ def claims() -> list[dict[str, object]]:
 @cache
 def functions_in(path: str) -> frozenset[str]:
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
-    return frozenset(n.name for n in tree.body
-                     if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-                     and n.name.startswith("test_"))  # fmt: skip
+    return frozenset(
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test_")
+    )
 
 
 def test_every_readme_section_has_a_claim_with_a_test() -> None:

@@ -43,8 +43,14 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def _job(uid: str, **extra: object) -> Job:
-    return Job(f"job_{uid}", "cache", "redis", LockKey("name", f"billing_{uid}"),
-               max_duration=timedelta(minutes=10), **extra)  # type: ignore[arg-type]  # fmt: skip
+    return Job(
+        f"job_{uid}",
+        "cache",
+        "redis",
+        LockKey("name", f"billing_{uid}"),
+        max_duration=timedelta(minutes=10),
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def test_value_format_is_shedlocks_and_parses_back() -> None:
@@ -57,8 +63,9 @@ def test_value_format_is_shedlocks_and_parses_back() -> None:
     assert parse_shedlock_value("Rq8xYzT0aB3cD4eF") == (None, None)  # Laravel's owner
 
 
-def test_acquire_excludes_fences_and_releases(redis_url: str, client: redis.Redis,
-                                              uid: str) -> None:  # fmt: skip
+def test_acquire_excludes_fences_and_releases(
+    redis_url: str, client: redis.Redis, uid: str
+) -> None:
     db = Database("cache", parse_url(redis_url))
     job = _job(uid)
     key = f"job-lock:default:billing_{uid}"
@@ -85,12 +92,25 @@ def test_redis_cli_shedlock_key_blocks_run_and_shows_host(
     config = write_config(redis_job_config(pg_url, redis_url, job))
     key = f"job-lock:default:{job}"
     # the Java app's acquisition, as ShedLock's Redis provider sends it
-    cli = subprocess.run(["redis-cli", "-u", redis_url, "SET", key, JAVA_VALUE, "NX", "PX",
-                          "600000"], capture_output=True, text=True, timeout=30)  # fmt: skip
+    cli = subprocess.run(
+        ["redis-cli", "-u", redis_url, "SET", key, JAVA_VALUE, "NX", "PX", "600000"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert cli.stdout.strip() == "OK", cli
     marks = tmp_path / "marks"
-    proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c",
-                       f"open({str(marks)!r}, 'a').write('ran')", env=cli_env)  # fmt: skip
+    proc = lockconsole(
+        config,
+        "run",
+        job,
+        "--json",
+        "--",
+        PYTHON,
+        "-c",
+        f"open({str(marks)!r}, 'a').write('ran')",
+        env=cli_env,
+    )
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
     assert json.loads(out)["outcome"] == "skipped" and not marks.exists()
@@ -140,14 +160,18 @@ def test_redis_restart_mid_run_is_lock_lost_and_stops_the_job(
     pg_url: str, private_redis: RedisServer, uid: str, write_config, cli_env, tmp_path: Path
 ) -> None:
     job = f"long_{uid}"
-    config = write_config(redis_job_config(pg_url, private_redis.url, job, watchdog_interval=0.2,
-                                           stop_grace=5))  # fmt: skip
+    config = write_config(
+        redis_job_config(pg_url, private_redis.url, job, watchdog_interval=0.2, stop_grace=5)
+    )
     marks = tmp_path / "marks"
-    body = (f"import time; open({str(marks)!r}, 'a').write('started\\n'); time.sleep(300); "
-            f"open({str(marks)!r}, 'a').write('finished\\n')")  # fmt: skip
+    body = (
+        f"import time; open({str(marks)!r}, 'a').write('started\\n'); time.sleep(300); "
+        f"open({str(marks)!r}, 'a').write('finished\\n')"
+    )
     barrier = Barrier(tmp_path / "barrier", faultpoints.JOB_STARTED)
-    proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c", body,
-                       env=barrier.env(cli_env))  # fmt: skip
+    proc = lockconsole(
+        config, "run", job, "--json", "--", PYTHON, "-c", body, env=barrier.env(cli_env)
+    )
     barrier.wait(faultpoints.JOB_STARTED)
     private_redis.restart()  # no persistence: the key is gone
     barrier.release(faultpoints.JOB_STARTED)
@@ -231,11 +255,13 @@ def test_stale_when_the_ttl_is_far_past_max_duration(
     pg_url: str, redis_url: str, client: redis.Redis, uid: str, write_config
 ) -> None:
     job = f"ttl_{uid}"
-    config = load_config(str(write_config(redis_job_config(pg_url, redis_url, job,
-                                                           max_duration="1m"))))  # fmt: skip
+    config = load_config(
+        str(write_config(redis_job_config(pg_url, redis_url, job, max_duration="1m")))
+    )
     key = f"job-lock:default:{job}"
-    client.set(key, JAVA_VALUE.replace("2026-11-30T21:15:03.123Z", "2099-01-01T00:00:00Z"),
-               px=3_600_000)  # fmt: skip
+    client.set(
+        key, JAVA_VALUE.replace("2026-11-30T21:15:03.123Z", "2099-01-01T00:00:00Z"), px=3_600_000
+    )
     with Console(config, actor=ACTOR) as console:
         [seen] = [h for h in console.snapshot(duplicates=False).holders if h.key == key]
     assert seen.stale and "far past max_duration" in seen.stale
@@ -245,20 +271,25 @@ def test_stale_when_the_ttl_is_far_past_max_duration(
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('[databases.c]\nurl = "redis://h/0"\n[jobs.j]\nstrategy = "redis"\n',
-         "ledger_database"),
-        ('[lockconsole]\nledger_database = "c"\n[databases.c]\nurl = "redis://h/0"\n',
-         "the ledger needs PostgreSQL, MySQL or SQLite"),
-        ('[lockconsole]\nledger_database = "l"\n[databases.l]\nurl = "sqlite:///x.db"\n'
-         '[databases.c]\nurl = "redis://h/0"\n[jobs.j]\ndatabase = "c"\nstrategy = "lease"\n',
-         "lease needs a"),
-        ('[lockconsole]\nledger_database = "l"\n[databases.l]\nurl = "sqlite:///x.db"\n'
-         '[databases.c]\nurl = "redis://h/0"\n[jobs.j]\ndatabase = "c"\nstrategy = "redis"\n'
-         'redis_prefix = "job-lock:*"\n', "must not contain"),
+        ('[databases.c]\nurl = "redis://h/0"\n[jobs.j]\nstrategy = "redis"\n', "ledger_database"),
+        (
+            '[lockconsole]\nledger_database = "c"\n[databases.c]\nurl = "redis://h/0"\n',
+            "the ledger needs PostgreSQL, MySQL or SQLite",
+        ),
+        (
+            '[lockconsole]\nledger_database = "l"\n[databases.l]\nurl = "sqlite:///x.db"\n'
+            '[databases.c]\nurl = "redis://h/0"\n[jobs.j]\ndatabase = "c"\nstrategy = "lease"\n',
+            "lease needs a",
+        ),
+        (
+            '[lockconsole]\nledger_database = "l"\n[databases.l]\nurl = "sqlite:///x.db"\n'
+            '[databases.c]\nurl = "redis://h/0"\n[jobs.j]\ndatabase = "c"\nstrategy = "redis"\n'
+            'redis_prefix = "job-lock:*"\n',
+            "must not contain",
+        ),
     ],
-)  # fmt: skip
-def test_config_errors_are_one_clear_line(text: str, expected: str, write_config,
-                                          cli_env) -> None:  # fmt: skip
+)
+def test_config_errors_are_one_clear_line(text: str, expected: str, write_config, cli_env) -> None:
     config = write_config(text)
     proc = lockconsole(config, "locks", env=cli_env)
     out, err = proc.communicate(timeout=60)
@@ -283,11 +314,13 @@ def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: 
     users = {}
     for role, acl in (("run", RUNNER_ACL), ("view", VIEWER_ACL), ("release", RELEASER_ACL)):
         name = f"lc_{role}_{uid}"
-        client.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", *keys.split(),
-                               *acl.split())  # fmt: skip
+        client.execute_command(
+            "ACL", "SETUSER", name, "reset", "on", ">pw", *keys.split(), *acl.split()
+        )
         host = redis_url.split("://", 1)[1]
-        users[role] = Database("cache", parse_url(f"redis://{name}:pw@{host}"),
-                               scan_prefixes=("job-lock:",))  # fmt: skip
+        users[role] = Database(
+            "cache", parse_url(f"redis://{name}:pw@{host}"), scan_prefixes=("job-lock:",)
+        )
     try:
         job = _job(uid, min_hold=timedelta(minutes=1))
         with RedisLock(job, users["run"], owner="a") as lock:
@@ -324,8 +357,16 @@ def test_release_modal_text_shows_the_exact_value_literally() -> None:
     from lockconsole.tui.screens.confirm import holder_details, release_target
 
     value = "[bold red]ADDED:x@[/]host:[link=file:///]u"
-    holder = Holder("cache", "redis", "job-lock:default:[i]n[/i]", "name", True, "SCAN job-lock:*",
-                    locked_by="[b]host", value=value)  # fmt: skip
+    holder = Holder(
+        "cache",
+        "redis",
+        "job-lock:default:[i]n[/i]",
+        "name",
+        True,
+        "SCAN job-lock:*",
+        locked_by="[b]host",
+        value=value,
+    )
     assert value in release_target(holder) and "[i]n[/i]" in release_target(holder)
     out = RichConsole(width=400, record=True, color_system=None)
     out.print(holder_details(holder))

@@ -51,8 +51,13 @@ INSERT_INVOICES = (
 def job_config(url: str, job: str, *, strategy: str = "pg-session", **extra: Any) -> str:
     """A one-job config (schedule "0 2 * * *" unless given); extra keys as TOML values."""
     extra.setdefault("schedule", "0 2 * * *")
-    lines = ["[databases.main]", f"url = {json.dumps(url)}", f"[jobs.{job}]",
-             'database = "main"', f"strategy = {json.dumps(strategy)}"]  # fmt: skip
+    lines = [
+        "[databases.main]",
+        f"url = {json.dumps(url)}",
+        f"[jobs.{job}]",
+        'database = "main"',
+        f"strategy = {json.dumps(strategy)}",
+    ]
     idempotency = extra.pop("idempotency", None)
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     if idempotency:
@@ -145,8 +150,10 @@ def test_slot_guard_keeps_the_slot_ok(setup, cli_env):
     """The same three runs with the slot guard on: one ran, two skipped, no alert."""
     config, _, job = setup("guarded", command=["true"])
     slot = last_0200(job)
-    codes = [run_job(config, job.name, "--instance", f"web-{i}", "--slot", slot, env=cli_env)
-             for i in (1, 2, 3)]  # fmt: skip
+    codes = [
+        run_job(config, job.name, "--instance", f"web-{i}", "--slot", slot, env=cli_env)
+        for i in (1, 2, 3)
+    ]
     assert codes == [0, 3, 3]
     [report] = report_now(config, job.name)
     assert (report.status, report.acquired, report.skipped) == ("ok", 1, 2)
@@ -156,18 +163,36 @@ def test_slot_guard_keeps_the_slot_ok(setup, cli_env):
 def test_expired_lease_taken_over_is_a_double_run(setup, cli_env, uid, plain_session):
     """A lease outlives max_duration: a second instance takes it over in the same slot."""
     table = f"shedlock_{uid}"
-    config, _, job = setup("lease_job", strategy="lease", max_duration="1s",
-                           watchdog_interval=4, once_per_slot=False, lease_table=table)  # fmt: skip
+    config, _, job = setup(
+        "lease_job",
+        strategy="lease",
+        max_duration="1s",
+        watchdog_interval=4,
+        once_per_slot=False,
+        lease_table=table,
+    )
     slot = last_0200(job)
-    first = lockconsole(config, "run", job.name, "--instance", "web-1", "--slot", slot,
-                        "--", "sleep", "10", env=cli_env)  # fmt: skip
+    first = lockconsole(
+        config,
+        "run",
+        job.name,
+        "--instance",
+        "web-1",
+        "--slot",
+        slot,
+        "--",
+        "sleep",
+        "10",
+        env=cli_env,
+    )
     expired = sql.SQL("SELECT lock_until <= now() FROM {} WHERE name = %s").format(
         sql.Identifier(table)
     )
     wait_for(lambda: [r for r in runs_of(config, job.name) if r.outcome == "acquired"])
     wait_for(lambda: plain_session.execute(expired, (job.key.value,)).fetchone()[0])
-    second = run_job(config, job.name, "--instance", "web-2", "--slot", slot, "--", "true",
-                     env=cli_env)  # fmt: skip
+    second = run_job(
+        config, job.name, "--instance", "web-2", "--slot", slot, "--", "true", env=cli_env
+    )
     assert second == 0
     assert first.wait(timeout=30) == 4, first.communicate()[1]
     [report] = report_now(config, job.name)
@@ -190,8 +215,9 @@ def test_missed_slots_after_the_job_stops_running(setup, cli_env, plain_session)
     [first_run] = runs_of(config, job.name)
     wait_for(lambda: utcnow() >= first_run.slot + timedelta(seconds=2))  # the next slot
     plain_session.execute("SELECT pg_advisory_lock(%s)", (job.key.value,))
-    procs = [lockconsole(config, "run", job.name, "--instance", f"web-{i}", env=cli_env)
-             for i in (2, 3)]  # fmt: skip
+    procs = [
+        lockconsole(config, "run", job.name, "--instance", f"web-{i}", env=cli_env) for i in (2, 3)
+    ]
     assert [p.wait(timeout=60) for p in procs] == [3, 3]
     plain_session.execute("SELECT pg_advisory_unlock(%s)", (job.key.value,))
     time.sleep(5)
@@ -218,8 +244,9 @@ def test_missed_slots_after_the_job_stops_running(setup, cli_env, plain_session)
 
 def test_terminated_holder_session_is_lock_lost(setup, cli_env, plain_session):
     config, cfg, job = setup("terminated", watchdog_interval=0.3, stop_grace=2)
-    proc = lockconsole(config, "run", job.name, "--instance", "web-1", "--", "sleep", "30",
-                       env=cli_env)  # fmt: skip
+    proc = lockconsole(
+        config, "run", job.name, "--instance", "web-1", "--", "sleep", "30", env=cli_env
+    )
     holder, _ = wait_for(lambda: holder_of(plain_session, cfg, job))
     plain_session.execute("SELECT pg_terminate_backend(%s)", (holder.pid,))
     assert proc.wait(timeout=30) == 4, proc.communicate()[1]
@@ -259,8 +286,9 @@ def test_idle_session_holding_the_key_is_stale(setup, cli_env, plain_session, pg
         time.sleep(1.2)
         holder, now = holder_of(plain_session, cfg, job)
         assert holder.pid == holding.info.backend_pid and holder.state == "idle"
-        [marked] = mark_stale([holder], [job], runs_of(config, job.name), now=now,
-                              idle_threshold=timedelta(seconds=1))  # fmt: skip
+        [marked] = mark_stale(
+            [holder], [job], runs_of(config, job.name), now=now, idle_threshold=timedelta(seconds=1)
+        )
     finally:
         holding.close()
     assert marked.stale is not None and marked.stale.startswith("idle for ")
@@ -288,14 +316,18 @@ def test_lock_kept_after_its_run_finished_is_stale(setup, plain_session, monkeyp
         time.sleep(2.2)
         holder, now = holder_of(plain_session, cfg, job)
         assert holder.pid == run.session_id
-        [marked] = mark_stale([holder], [job], runs_of(config, job.name), now=now,
-                              idle_threshold=HOUR)  # fmt: skip
+        [marked] = mark_stale(
+            [holder], [job], runs_of(config, job.name), now=now, idle_threshold=HOUR
+        )
     finally:
         lock.conn.close()
     assert (marked.run_id, marked.instance, marked.held_since) == (run.id, "web-1", run.started_at)
     assert marked.stale is not None
-    took = re.fullmatch(rf"run {run.id} on web-1 finished \(succeeded\) (\S+) ago but its "
-                        "lock is still held", marked.stale)  # fmt: skip
+    took = re.fullmatch(
+        rf"run {run.id} on web-1 finished \(succeeded\) (\S+) ago but its "
+        "lock is still held",
+        marked.stale,
+    )
     assert took and not took.group(1).startswith(("0", "1.", "1s")), marked.stale
     [alert] = alerts([], [marked])
     assert alert.kind == "stale_holder" and "(web-1)" in alert.message
@@ -304,8 +336,9 @@ def test_lock_kept_after_its_run_finished_is_stale(setup, plain_session, monkeyp
 def test_lock_held_past_max_duration_is_stale(setup, cli_env, plain_session):
     """(a) A real run holds the lock past max_duration; a running ledger row keeps (b) away."""
     config, cfg, job = setup("overrun", max_duration="1s")
-    proc = lockconsole(config, "run", job.name, "--instance", "web-3", "--", "sleep", "30",
-                       env=cli_env)  # fmt: skip
+    proc = lockconsole(
+        config, "run", job.name, "--instance", "web-3", "--", "sleep", "30", env=cli_env
+    )
     try:
         wait_for(lambda: holder_of(plain_session, cfg, job))
         time.sleep(1.5)
@@ -342,8 +375,21 @@ def test_two_runs_without_unique_key_leave_duplicates(setup, cli_env, pg_url, ui
         config, cfg, job = setup("billing", once_per_slot=False, idempotency=spec)
         slot = last_0200(job)
         for i in (1, 2):
-            code = run_job(config, job.name, "--instance", f"web-{i}", "--slot", slot, "--",
-                           PYTHON, "-c", INSERT_INVOICES, pg_url, table, env=cli_env)  # fmt: skip
+            code = run_job(
+                config,
+                job.name,
+                "--instance",
+                f"web-{i}",
+                "--slot",
+                slot,
+                "--",
+                PYTHON,
+                "-c",
+                INSERT_INVOICES,
+                pg_url,
+                table,
+                env=cli_env,
+            )
             assert code == 0
         groups, surplus = plain_session.execute(
             sql.SQL(
@@ -367,17 +413,30 @@ def test_two_runs_without_unique_key_leave_duplicates(setup, cli_env, pg_url, ui
 # -- crafted rows: slot reports ---------------------------------------------------------------
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
-NIGHTLY = Job("nightly", "main", "pg-session", LockKey("int64", 4242), schedule="0 2 * * *",
-              max_duration=timedelta(hours=2))  # fmt: skip
+NIGHTLY = Job(
+    "nightly",
+    "main",
+    "pg-session",
+    LockKey("int64", 4242),
+    schedule="0 2 * * *",
+    max_duration=timedelta(hours=2),
+)
 
 
-def run(outcome: str, *, slot: datetime = T0, instance: str = "web-1", at: float = 0.5,
-        **changes: Any) -> Run:  # fmt: skip
+def run(
+    outcome: str, *, slot: datetime = T0, instance: str = "web-1", at: float = 0.5, **changes: Any
+) -> Run:
     """A crafted ledger row of job "nightly", started `at` seconds after its slot."""
     values: dict[str, Any] = dict(
-        job="nightly", slot=slot, instance=instance, host="h", pid=1, trigger="scheduled",
-        outcome=outcome, started_at=slot + timedelta(seconds=at),
-    )  # fmt: skip
+        job="nightly",
+        slot=slot,
+        instance=instance,
+        host="h",
+        pid=1,
+        trigger="scheduled",
+        outcome=outcome,
+        started_at=slot + timedelta(seconds=at),
+    )
     values.update(changes)
     return Run(**values)
 
@@ -390,9 +449,13 @@ def reports_at(now: datetime, runs: list[Run], **kwargs: Any) -> list[Any]:
 
 @pytest.mark.parametrize(
     ("outcome", "status"),
-    [("acquired", "running"), ("succeeded", "ok"), ("failed", "failed"),
-     ("lock_lost", "lock_lost")],
-)  # fmt: skip
+    [
+        ("acquired", "running"),
+        ("succeeded", "ok"),
+        ("failed", "failed"),
+        ("lock_lost", "lock_lost"),
+    ],
+)
 def test_one_acquired_attempt_sets_the_status(outcome, status):
     [report] = reports_at(T0 + HOUR, [run("skipped", instance="web-2"), run(outcome, at=0.2)])
     assert report.status == status and report.acquired == 1 and report.skipped == 1
@@ -404,8 +467,10 @@ def test_missed_nights_counted_from_first_appearance_only():
     runs = [run("succeeded", slot=T0 + night)]
     reports = reports_at(T0 + 3 * night + HOUR, runs, lookback=timedelta(days=10))
     assert [(r.slot, r.status) for r in reports] == [
-        (T0 + 3 * night, "missed"), (T0 + 2 * night, "missed"), (T0 + night, "ok"),
-    ]  # fmt: skip
+        (T0 + 3 * night, "missed"),
+        (T0 + 2 * night, "missed"),
+        (T0 + night, "ok"),
+    ]
     # first_seen moves the start; the lookback window cuts it too
     seen = {"nightly": T0 - night}
     assert len(reports_at(T0 + 3 * night + HOUR, runs, first_seen=seen, lookback=night * 10)) == 5
@@ -451,8 +516,14 @@ def test_double_run_message_names_repeats_and_outcomes():
 
 
 def test_firings_newest_first_in_the_jobs_timezone():
-    job = Job("j", "main", "pg-session", LockKey("int64", 1), schedule="0 2 * * *",
-              timezone="Europe/Berlin")  # fmt: skip
+    job = Job(
+        "j",
+        "main",
+        "pg-session",
+        LockKey("int64", 1),
+        schedule="0 2 * * *",
+        timezone="Europe/Berlin",
+    )
     got = list(firings(job, T0 - DAY, T0 + DAY, 10))
     assert got == [datetime(2026, 11, 30, 1, tzinfo=UTC), datetime(2026, 11, 29, 1, tzinfo=UTC)]
     assert list(firings(NIGHTLY, T0, T0, 5)) == [T0], "both ends are inclusive"
@@ -471,8 +542,13 @@ def test_duplicates_without_job_details_or_surplus():
     assert [(a.kind, a.job, a.message) for a in found] == [
         ("duplicates", "a", "a's idempotency table has 7 duplicate key groups")
     ]
-    job = Job("a", "main", "pg-session", LockKey("int64", 1),
-              idempotency=Idempotency("invoices", ("tenant_id", "period")))  # fmt: skip
+    job = Job(
+        "a",
+        "main",
+        "pg-session",
+        LockKey("int64", 1),
+        idempotency=Idempotency("invoices", ("tenant_id", "period")),
+    )
     [alert] = alerts([], duplicates={"a": (120, 240)}, jobs=[job])
     assert (
         alert.message == "invoices has 120 duplicate (tenant_id, period) groups, 240 surplus rows"
@@ -484,10 +560,18 @@ def test_duplicates_without_job_details_or_surplus():
 
 def holder(**changes: Any) -> Holder:
     values: dict[str, Any] = dict(
-        database="main", kind="advisory", key="4242", key_kind="int64", granted=True,
-        source="pg_locks", job="nightly", pid=812, state="active", state_since=T0,
+        database="main",
+        kind="advisory",
+        key="4242",
+        key_kind="int64",
+        granted=True,
+        source="pg_locks",
+        job="nightly",
+        pid=812,
+        state="active",
+        state_since=T0,
         backend_start=T0 - HOUR,
-    )  # fmt: skip
+    )
     values.update(changes)
     return Holder(**values)
 
@@ -504,8 +588,9 @@ def test_held_past_max_duration_uses_the_ledger_start():
     assert out.stale == "held 2h13m, longer than max_duration 2h"
     assert (out.held_since, out.instance, out.run_id) == (T0, "web-1", 9)
     # a run from before this backend started is not ours; xact_start stands in
-    not_ours = stale(holder(backend_start=T0 + MINUTE, xact_start=T0 + HOUR), [ours],
-                     now=T0 + 3 * HOUR + MINUTE)  # fmt: skip
+    not_ours = stale(
+        holder(backend_start=T0 + MINUTE, xact_start=T0 + HOUR), [ours], now=T0 + 3 * HOUR + MINUTE
+    )
     assert not_ours.run_id is None and not_ours.stale == "held 2h1m, longer than max_duration 2h"
     assert stale(holder(), [ours], now=T0 + HOUR).stale is None
 
@@ -534,9 +619,10 @@ def test_finished_run_with_lock_still_held_and_combined_reasons():
     assert out.stale == ("run 812 on web-1 finished (lock_lost) 5m ago but its lock is still held")
     late = stale(holder(state="idle", state_since=T0), [done], now=T0 + 3 * HOUR)
     assert late.stale is not None and late.stale.split("; ") == [
-        "held 3h, longer than max_duration 2h", "idle for 3h with no running run in the ledger",
+        "held 3h, longer than max_duration 2h",
+        "idle for 3h with no running run in the ledger",
         "run 812 on web-1 finished (lock_lost) 2h5m ago but its lock is still held",
-    ]  # fmt: skip
+    ]
     just_now = run("succeeded", session_id=812, finished_at=T0 + HOUR - timedelta(seconds=1))
     assert stale(holder(), [just_now]).stale is None, "a run finishing now may be releasing"
 
@@ -547,19 +633,35 @@ def test_waiters_are_never_stale():
 
 
 def test_leases_by_fencing_token_owner_and_min_hold():
-    job = Job("nightly", "main", "lease", LockKey("name", "nightly"),
-              max_duration=timedelta(hours=1), min_hold=timedelta(minutes=5))  # fmt: skip
-    lease = holder(kind="lease", key="nightly", key_kind="name", pid=None, state=None,
-                   source="shedlock", locked_by="web-2", held_since=T0, fencing_token=7,
-                   lock_until=T0 + HOUR)  # fmt: skip
+    job = Job(
+        "nightly",
+        "main",
+        "lease",
+        LockKey("name", "nightly"),
+        max_duration=timedelta(hours=1),
+        min_hold=timedelta(minutes=5),
+    )
+    lease = holder(
+        kind="lease",
+        key="nightly",
+        key_kind="name",
+        pid=None,
+        state=None,
+        source="shedlock",
+        locked_by="web-2",
+        held_since=T0,
+        fencing_token=7,
+        lock_until=T0 + HOUR,
+    )
     ours = run("acquired", id=3, instance="web-2", fencing_token=7, at=0.1)
     [out] = mark_stale([lease], [job], [ours], now=T0 + 30 * MINUTE, idle_threshold=MINUTE)
     assert (out.stale, out.run_id, out.instance, out.held_since) == (None, 3, "web-2", T0)
     [late] = mark_stale([lease], [job], [ours], now=T0 + 2 * HOUR, idle_threshold=MINUTE)
     assert late.stale == "held 2h, longer than max_duration 1h"
     # released, keeping min_hold: not stale; still held long after the run: stale
-    done = run("succeeded", id=3, instance="web-2", at=0.1, finished_at=T0 + MINUTE,
-               fencing_token=7)  # fmt: skip
+    done = run(
+        "succeeded", id=3, instance="web-2", at=0.1, finished_at=T0 + MINUTE, fencing_token=7
+    )
     in_min_hold = replace(lease, fencing_token=None, lock_until=T0 + 5 * MINUTE)
     [held] = mark_stale([in_min_hold], [job], [done], now=T0 + 4 * MINUTE, idle_threshold=MINUTE)
     assert held.stale is None and held.run_id == 3

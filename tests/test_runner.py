@@ -37,11 +37,15 @@ def test_terminated_session_is_lock_lost_and_stops_the_command(
     strategy, pg_url, pg_conn, uid, write_config, cli_env, tmp_path
 ):
     job = f"lost_{uid}"
-    config = write_config(pg_job_config(pg_url, job, strategy, key=int(uid[:8], 16),
-                                        watchdog_interval=0.3, stop_grace=2))  # fmt: skip
+    config = write_config(
+        pg_job_config(
+            pg_url, job, strategy, key=int(uid[:8], 16), watchdog_interval=0.3, stop_grace=2
+        )
+    )
     steps = tmp_path / "steps"
-    proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c", STEPS, str(steps), "30",
-                       env=cli_env)  # fmt: skip
+    proc = lockconsole(
+        config, "run", job, "--json", "--", PYTHON, "-c", STEPS, str(steps), "30", env=cli_env
+    )
     pid = wait_for(lambda: holder_pid(pg_conn, int(uid[:8], 16)), what="the lock to be held")
     wait_for(lambda: steps.exists(), what="the job to start")
     pg_conn.execute("select pg_terminate_backend(%s)", (pid,))
@@ -54,14 +58,15 @@ def test_terminated_session_is_lock_lost_and_stops_the_command(
     assert run.outcome == "lock_lost" and run.finished_at is not None
 
 
-def test_killed_mysql_connection_is_lock_lost(mysql_url, mysql_conn, uid, write_config, cli_env,
-                                              tmp_path):  # fmt: skip
+def test_killed_mysql_connection_is_lock_lost(
+    mysql_url, mysql_conn, uid, write_config, cli_env, tmp_path
+):
     job = f"lost_my_{uid}"
-    config = write_config(pg_job_config(mysql_url, job, "mysql", watchdog_interval=0.3,
-                                        stop_grace=2))  # fmt: skip
+    config = write_config(
+        pg_job_config(mysql_url, job, "mysql", watchdog_interval=0.3, stop_grace=2)
+    )
     steps = tmp_path / "steps"
-    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30",
-                       env=cli_env)  # fmt: skip
+    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30", env=cli_env)
 
     def holder() -> int | None:
         with mysql_conn.cursor() as cur:
@@ -93,8 +98,12 @@ def test_psql_holder_makes_run_skip(pg_url, uid, write_config, cli_env, tmp_path
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
     digest = f"encode(sha256('{job}'::bytea), 'hex')"
     recipe = f"select ('x' || substr({digest}, 1, 16))::bit(64)::bigint"
-    psql = subprocess.Popen([_psql(), "-X", "-q", "-At", pg_url], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    psql = subprocess.Popen(
+        [_psql(), "-X", "-q", "-At", pg_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert psql.stdin and psql.stdout
         psql.stdin.write(f"{recipe};\nselect pg_advisory_lock(({recipe}));\nselect 'locked';\n")
@@ -104,8 +113,17 @@ def test_psql_holder_makes_run_skip(pg_url, uid, write_config, cli_env, tmp_path
         assert psql.stdout.readline().strip() == ""  # pg_advisory_lock returns void
         assert psql.stdout.readline().strip() == "locked"
         marks = tmp_path / "marks"
-        proc = lockconsole(config, "run", job, "--json", "--", PYTHON, "-c",
-                           f"open({str(marks)!r}, 'w')", env=cli_env)  # fmt: skip
+        proc = lockconsole(
+            config,
+            "run",
+            job,
+            "--json",
+            "--",
+            PYTHON,
+            "-c",
+            f"open({str(marks)!r}, 'w')",
+            env=cli_env,
+        )
         assert proc.wait(timeout=30) == 3
         out, _ = proc.communicate()
         assert json.loads(out)["outcome"] == "skipped"
@@ -143,28 +161,33 @@ def test_exit_codes(argv, exit_code, ledger_code, outcome, pg_url, uid, write_co
 def test_same_slot_does_not_run_twice(pg_url, uid, write_config, cli_env):
     job = f"slot_{uid}"
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
-    first = lockconsole(config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--", "true",
-                        env=cli_env)  # fmt: skip
+    first = lockconsole(
+        config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--", "true", env=cli_env
+    )
     assert first.wait(timeout=30) == 0
-    second = lockconsole(config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--json", "--",
-                         "true", env=cli_env)  # fmt: skip
+    second = lockconsole(
+        config, "run", job, "--slot", "2026-11-29T02:00:00Z", "--json", "--", "true", env=cli_env
+    )
     assert second.wait(timeout=30) == 3
     assert "slot already ran" in json.loads(second.communicate()[0])["message"]
     manual = lockconsole(config, "run", job, "--manual", "--", "true", env=cli_env)
     assert manual.wait(timeout=30) == 0, "a manual run has its own slot"
     outcomes = sorted((r.trigger, r.outcome) for r in runs_of(config, job))
-    assert outcomes == [("manual", "succeeded"), ("scheduled", "skipped"),
-                        ("scheduled", "succeeded")]  # fmt: skip
+    assert outcomes == [
+        ("manual", "succeeded"),
+        ("scheduled", "skipped"),
+        ("scheduled", "succeeded"),
+    ]
 
 
-def test_sigterm_stops_job_releases_and_records(pg_url, pg_conn, uid, write_config, cli_env,
-                                                tmp_path):  # fmt: skip
+def test_sigterm_stops_job_releases_and_records(
+    pg_url, pg_conn, uid, write_config, cli_env, tmp_path
+):
     job = f"term_{uid}"
     key = int(uid[:8], 16) + 1
     config = write_config(pg_job_config(pg_url, job, "pg-session", key=key, stop_grace=2))
     steps = tmp_path / "steps"
-    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30",
-                       env=cli_env)  # fmt: skip
+    proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30", env=cli_env)
     wait_for(lambda: steps.exists(), what="the job to start")
     assert holder_pid(pg_conn, key)
     proc.send_signal(signal.SIGTERM)
@@ -202,8 +225,16 @@ def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_en
     """`lockconsole run` (a cron job's cold start) imports no UI, no SQLAlchemy, no console code."""
     job = f"lean_{uid}"
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
-    heavy = ("textual", "rich", "sqlalchemy", "lockconsole.tui", "lockconsole.model.views",
-             "lockconsole.console.facade", "lockconsole.cli.views", "lockconsole.demo")  # fmt: skip
+    heavy = (
+        "textual",
+        "rich",
+        "sqlalchemy",
+        "lockconsole.tui",
+        "lockconsole.model.views",
+        "lockconsole.console.facade",
+        "lockconsole.cli.views",
+        "lockconsole.demo",
+    )
     code = (
         "import json, sys\n"
         "from lockconsole.cli.main import main\n"
@@ -211,8 +242,9 @@ def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_en
         f"loaded = sorted(m for m in sys.modules if m.startswith({heavy!r}))\n"
         "print(json.dumps({'exit': code, 'loaded': loaded}))\n"
     )
-    out = subprocess.run([PYTHON, "-c", code], env=cli_env, capture_output=True, text=True,
-                         timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        [PYTHON, "-c", code], env=cli_env, capture_output=True, text=True, timeout=60, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"exit": 0, "loaded": []}
     (run,) = runs_of(config, job)

@@ -47,10 +47,23 @@ def test_three_instances_one_runs(strategy, db, url_for, uid, write_config, cli_
         )
     marks = tmp_path / "marks"
     procs = [
-        lockconsole(config, "run", job, "--instance", f"web-{i}", "--json", "--",
-                    PYTHON, "-c", MARK_AND_SLEEP, str(marks), "2", env=cli_env)
+        lockconsole(
+            config,
+            "run",
+            job,
+            "--instance",
+            f"web-{i}",
+            "--json",
+            "--",
+            PYTHON,
+            "-c",
+            MARK_AND_SLEEP,
+            str(marks),
+            "2",
+            env=cli_env,
+        )
         for i in (1, 2, 3)
-    ]  # fmt: skip
+    ]
     results = [(p.wait(timeout=60), *p.communicate()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 3, 3], results

@@ -21,8 +21,10 @@ def test_three_schedulers_run_each_slot_once(pg_url, uid, write_config, cli_env,
         command = ["sleep", "0.5"]
         """
     )
-    procs = [lockconsole(config, "schedule", "--instance", f"web-{i}", "--for", "7", env=cli_env)
-             for i in (1, 2, 3)]  # fmt: skip
+    procs = [
+        lockconsole(config, "schedule", "--instance", f"web-{i}", "--for", "7", env=cli_env)
+        for i in (1, 2, 3)
+    ]
     for p in procs:
         assert p.wait(timeout=60) == 0, p.communicate()[1]
     by_slot: dict[object, list[str]] = defaultdict(list)

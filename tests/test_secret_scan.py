@@ -74,8 +74,12 @@ def cli(config: Path, *args: str) -> str:
     env.pop("LOCKCONSOLE_CONFIG", None)
     proc = subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(config), *args],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
     return proc.stdout + proc.stderr
 
@@ -117,8 +121,9 @@ def stored(pg_url: str, job: str) -> str:
         text = []
         for table, column in (("lockconsole_runs", "job"), ("lockconsole_audit", "target")):
             if conn.execute("select to_regclass(%s)", (table,)).fetchone()[0]:
-                rows = conn.execute(f"select * from {table} where {column} like %s",
-                                    (f"%{job}%",)).fetchall()  # fmt: skip
+                rows = conn.execute(
+                    f"select * from {table} where {column} like %s", (f"%{job}%",)
+                ).fetchall()
                 text += [repr(r) for r in rows]
         return "\n".join(text)
 
@@ -133,13 +138,23 @@ def test_the_password_is_found_nowhere(case: int, pg_url, mysql_url, tmp_path, u
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(job),))
     try:
         seen = []
-        for args in (("config",), ("config", "--json"), ("locks",), ("locks", "--json"),
-                     ("check",), ("check", "--json"), ("history",), ("history", "--json"),
-                     ("dupes", job), ("dupes", job, "--json"),
-                     ("dupes", job, "--csv", str(tmp_path / "d.csv")),
-                     ("run", job), ("run", job, "--json"),
-                     ("release", "--job", job, "--yes"), ("release", "--job", job, "--json",
-                                                          "--yes")):  # fmt: skip
+        for args in (
+            ("config",),
+            ("config", "--json"),
+            ("locks",),
+            ("locks", "--json"),
+            ("check",),
+            ("check", "--json"),
+            ("history",),
+            ("history", "--json"),
+            ("dupes", job),
+            ("dupes", job, "--json"),
+            ("dupes", job, "--csv", str(tmp_path / "d.csv")),
+            ("run", job),
+            ("run", job, "--json"),
+            ("release", "--job", job, "--yes"),
+            ("release", "--job", job, "--json", "--yes"),
+        ):
             seen.append(f"$ {' '.join(args)}\n{cli(config, *args)}")
         seen += screens(config, job, tmp_path)
         if (tmp_path / "d.csv").exists():

@@ -18,9 +18,14 @@ from conftest import PYTHON
 
 
 def cli(env: dict[str, str], config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "lockconsole", "--config", str(config), *args],
-                          env=env, capture_output=True, text=True, timeout=90,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [PYTHON, "-m", "lockconsole", "--config", str(config), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def count(conn: Any, table: str, where: str = "true") -> int:
@@ -59,9 +64,11 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # 
     config, job, pid = held
     audit_before = count(pg_conn, "lockconsole_audit")
     runs_before = count(pg_conn, "lockconsole_runs")
-    for args in (["--read-only", "release", "--job", job, "--yes"],
-                 ["--read-only", "release", "--pid", str(pid), "--yes"],
-                 ["--read-only", "release", "--pid", str(pid), "--yes", "--json"]):  # fmt: skip
+    for args in (
+        ["--read-only", "release", "--job", job, "--yes"],
+        ["--read-only", "release", "--pid", str(pid), "--yes"],
+        ["--read-only", "release", "--pid", str(pid), "--yes", "--json"],
+    ):
         done = cli(cli_env, config, *args)
         assert done.returncode == 2 and "read-only" in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
@@ -90,7 +97,9 @@ def test_read_only_mysql_and_lease(
     mysql_url, mysql_conn, pg_url, pg_conn, uid, write_config
 ) -> None:  # type: ignore[no-untyped-def]
     """KILL and lease updates are refused too: a GET_LOCK holder and a lease row survive."""
-    config = load_config(str(write_config(f"""
+    config = load_config(
+        str(
+            write_config(f"""
         [databases.my]
         url = "{mysql_url}"
         [databases.pg]
@@ -103,15 +112,18 @@ def test_read_only_mysql_and_lease(
         strategy = "lease"
         lease_table = "shedlock_{uid}"
         max_duration = "5m"
-    """)))  # fmt: skip
+    """)
+        )
+    )
     from lockconsole.backends.factory import open_lock
 
     with mysql_conn.cursor() as cur:
         cur.execute("select get_lock(%s, 0), connection_id()", (f"m_{uid}",))
         got, conn_id = cur.fetchone()
     assert got == 1
-    lease = open_lock(config.job(f"l_{uid}"), config.databases["pg"], instance="web-1",
-                      application_name="t")  # fmt: skip
+    lease = open_lock(
+        config.job(f"l_{uid}"), config.databases["pg"], instance="web-1", application_name="t"
+    )
     assert lease.acquire()
     try:
         row_before = pg_conn.execute(f"select * from shedlock_{uid}").fetchall()
@@ -149,7 +161,8 @@ def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:  #
         parts._replace(netloc=f"postgres:{secret}@{parts.hostname}:{parts.port or 5432}")
     )
     dead = urlunsplit(parts._replace(netloc=f"postgres:{secret}@127.0.0.1:1"))
-    good = write_config(f"""
+    good = write_config(
+        f"""
         [databases.main]
         url = "{with_pw}"
         [jobs.j_{uid}]
@@ -158,19 +171,33 @@ def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:  #
         [jobs.j_{uid}.idempotency]
         table = "no_such_table_{uid}"
         key = ["tenant_id"]
-    """, "good.toml")  # fmt: skip
-    bad = write_config(f"""
+    """,
+        "good.toml",
+    )
+    bad = write_config(
+        f"""
         [databases.main]
         url = "{dead}"
         [jobs.j_{uid}]
         command = ["true"]
-    """, "bad.toml")  # fmt: skip
+    """,
+        "bad.toml",
+    )
     outputs = []
     for config in (good, bad):
-        for args in (["config", "--json"], ["config"], ["locks"], ["locks", "--json"],
-                     ["check", "--json"], ["check"], ["history", "--json"],
-                     ["run", f"j_{uid}", "--json"], ["run", f"j_{uid}", "--", "false"],
-                     ["dupes", f"j_{uid}"], ["release", "--pid", "1", "--yes"]):  # fmt: skip
+        for args in (
+            ["config", "--json"],
+            ["config"],
+            ["locks"],
+            ["locks", "--json"],
+            ["check", "--json"],
+            ["check"],
+            ["history", "--json"],
+            ["run", f"j_{uid}", "--json"],
+            ["run", f"j_{uid}", "--", "false"],
+            ["dupes", f"j_{uid}"],
+            ["release", "--pid", "1", "--yes"],
+        ):
             done = cli(cli_env, config, *args)
             outputs += [done.stdout, done.stderr]
             assert "Traceback" not in done.stderr, (args, done.stderr)
@@ -199,16 +226,25 @@ def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cl
     outputs = []
     for pw in (password, "Wrong-" + password):
         url = f"mysql://{user}:{pw}@{host.hostname}:{host.port or 3306}/test"
-        config = write_config(f"""
+        config = write_config(
+            f"""
             [databases.main]
             url = "{url}"
             [jobs.m_{uid}]
             strategy = "mysql"
             command = ["true"]
-        """, f"m{len(pw)}.toml")  # fmt: skip
-        for args in (["config", "--json"], ["locks"], ["locks", "--json"], ["check", "--json"],
-                     ["history"], ["run", f"m_{uid}", "--json"],
-                     ["release", "--pid", "1", "--yes"]):  # fmt: skip
+        """,
+            f"m{len(pw)}.toml",
+        )
+        for args in (
+            ["config", "--json"],
+            ["locks"],
+            ["locks", "--json"],
+            ["check", "--json"],
+            ["history"],
+            ["run", f"m_{uid}", "--json"],
+            ["release", "--pid", "1", "--yes"],
+        ):
             done = cli(cli_env, config, *args)
             assert "Traceback" not in done.stderr, (args, done.stderr)
             outputs += [done.stdout, done.stderr]

@@ -16,8 +16,14 @@ from lockconsole.model.keys import pg_key_for
 
 def _job(schedule: str | None, timezone: str = "UTC") -> Job:
     key = pg_key_for("nightly", None)
-    return Job(name="nightly", database="main", strategy="pg-session", key=key,
-               schedule=schedule, timezone=timezone)  # fmt: skip
+    return Job(
+        name="nightly",
+        database="main",
+        strategy="pg-session",
+        key=key,
+        schedule=schedule,
+        timezone=timezone,
+    )
 
 
 def _reference(job: Job, at: datetime) -> datetime:
@@ -33,9 +39,14 @@ def _reference(job: Job, at: datetime) -> datetime:
 
 @pytest.mark.parametrize(
     ("schedule", "timezone"),
-    [("0 2 * * *", "UTC"), ("*/5 * * * *", "UTC"), ("30 2 * * *", "Europe/Berlin"),
-     ("0 * * * *", "America/New_York"), ("* * * * *", "UTC")],
-)  # fmt: skip
+    [
+        ("0 2 * * *", "UTC"),
+        ("*/5 * * * *", "UTC"),
+        ("30 2 * * *", "Europe/Berlin"),
+        ("0 * * * *", "America/New_York"),
+        ("* * * * *", "UTC"),
+    ],
+)
 def test_cached_windows_match_a_fresh_computation(schedule: str, timezone: str) -> None:
     job = _job(schedule, timezone)
     rng = random.Random(f"{schedule}|{timezone}")
@@ -77,8 +88,16 @@ def test_evolve_matches_dataclasses_replace_and_refuses_unknown_fields() -> None
     from lockconsole.model.jobs import Run, evolve
 
     at = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
-    run = Run(job="nightly", slot=at, instance="web-1", host="h", pid=1, trigger="scheduled",
-              outcome="skipped", started_at=at)  # fmt: skip
+    run = Run(
+        job="nightly",
+        slot=at,
+        instance="web-1",
+        host="h",
+        pid=1,
+        trigger="scheduled",
+        outcome="skipped",
+        started_at=at,
+    )
     changed = evolve(run, outcome="acquired", session_id=42)
     assert changed == dataclasses.replace(run, outcome="acquired", session_id=42)
     assert run.outcome == "skipped"  # the original is untouched

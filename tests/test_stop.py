@@ -59,10 +59,13 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
     if how == "run":
         args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), seconds]
     else:
-        config.write_text(config.read_text().replace(
-            "schedule = ", f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", '
-                           f'"{seconds}"]\nschedule = '
-        ))  # fmt: skip
+        config.write_text(
+            config.read_text().replace(
+                "schedule = ",
+                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", '
+                f'"{seconds}"]\nschedule = ',
+            )
+        )
         args = ["schedule", "--job", job]
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:
@@ -129,10 +132,12 @@ def test_kill9_of_the_runner_ends_its_job(how, pg_url, uid, write_config, cli_en
     if how == "run":
         args = ["run", job, "--", PYTHON, "-c", STUBBORN, str(pids_file)]
     else:
-        config.write_text(config.read_text().replace(
-            "schedule = ", f'command = ["{PYTHON}", "-c", "{_toml(STUBBORN)}", "{pids_file}"]\n'
-                           f"schedule = "
-        ))  # fmt: skip
+        config.write_text(
+            config.read_text().replace(
+                "schedule = ",
+                f'command = ["{PYTHON}", "-c", "{_toml(STUBBORN)}", "{pids_file}"]\nschedule = ',
+            )
+        )
         args = ["schedule", "--job", job]
     proc = lockconsole(config, *args, env=cli_env)
     try:
@@ -171,10 +176,12 @@ def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, 
     if how == "run":
         args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), "60"]
     else:
-        config.write_text(config.read_text().replace(
-            "schedule = ", f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\n'
-                           f"schedule = "
-        ))  # fmt: skip
+        config.write_text(
+            config.read_text().replace(
+                "schedule = ",
+                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\nschedule = ',
+            )
+        )
         args = ["schedule", "--job", job]
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:

@@ -124,8 +124,9 @@ def test_lock_lost_while_the_job_starts(pg_url, pg_conn, uid, tmp_path, hooks):
     ],
     ids=["KeyboardInterrupt", "SystemExit"],
 )
-def test_run_once_records_and_releases_then_reraises(exc, code, message, pg_url, pg_conn, uid,
-                                                     empty_registry):  # fmt: skip
+def test_run_once_records_and_releases_then_reraises(
+    exc, code, message, pg_url, pg_conn, uid, empty_registry
+):
     job, key = f"kint_{uid}", int(uid[:8], 16) + 9
     config = _config(pg_url, job, key)
     with pytest.raises(type(exc)), run_once(job, config=config) as run:

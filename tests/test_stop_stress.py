@@ -46,8 +46,7 @@ def test_sigterm_at_random_instants(pg_url, uid, write_config, cli_env, tmp_path
 
     def one(index: int) -> tuple[int, float, int, str]:
         job = jobs[index % PARALLEL]
-        proc = lockconsole(config, "schedule", "--job", job, "--instance", f"s{index}",
-                           env=cli_env)  # fmt: skip
+        proc = lockconsole(config, "schedule", "--job", job, "--instance", f"s{index}", env=cli_env)
         assert proc.stderr is not None
         for line in proc.stderr:
             if "scheduler started" in line:

@@ -33,8 +33,13 @@ class Terminal:
         self.socket, self.folder = socket, folder
 
     def _run(self, *args: str) -> str:
-        done = subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=30, check=True)  # fmt: skip
+        done = subprocess.run(
+            [self.tmux, "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         return done.stdout
 
     def start(self, argv: list[str], env: dict[str, str]) -> None:
@@ -68,8 +73,9 @@ class Terminal:
         return int(path.read_text().strip())
 
     def close(self) -> None:
-        subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True,
-                       timeout=30)  # fmt: skip
+        subprocess.run(
+            [self.tmux, "-L", self.socket, "kill-server"], capture_output=True, timeout=30
+        )
 
 
 @pytest.fixture

@@ -13,9 +13,17 @@ NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "0s"), (42, "42s"), (119, "119s"), (120, "2m"), (840, "14m"), (7380, "2h03m"),
-     (183600, "2d03h"), (-5, "0s")],
-)  # fmt: skip
+    [
+        (0, "0s"),
+        (42, "42s"),
+        (119, "119s"),
+        (120, "2m"),
+        (840, "14m"),
+        (7380, "2h03m"),
+        (183600, "2d03h"),
+        (-5, "0s"),
+    ],
+)
 def test_span_and_age(seconds: int, text: str) -> None:
     assert times.span(timedelta(seconds=seconds)) == text
     assert times.age(NOW - timedelta(seconds=seconds), NOW) == text
@@ -43,9 +51,19 @@ def test_duration() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.0, "0s"), (1.5, "1.5s"), (1.0, "1s"), (45, "45s"), (90, "1m30s"), (840, "14m"),
-     (7980, "2h13m"), (7200, "2h"), (90000, "1d1h"), (86400, "1d")],
-)  # fmt: skip
+    [
+        (0.0, "0s"),
+        (1.5, "1.5s"),
+        (1.0, "1s"),
+        (45, "45s"),
+        (90, "1m30s"),
+        (840, "14m"),
+        (7980, "2h13m"),
+        (7200, "2h"),
+        (90000, "1d1h"),
+        (86400, "1d"),
+    ],
+)
 def test_reading(seconds: float, text: str) -> None:
     assert times.reading(timedelta(seconds=seconds)) == text
 

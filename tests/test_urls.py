@@ -11,8 +11,13 @@ from lockconsole.model.jobs import DatabaseURL
 def test_parse_postgresql() -> None:
     u = parse_url("postgresql://billing:pw@db.internal:6432/billing?sslmode=require")
     assert (u.dialect, u.host, u.port, u.user, u.password, u.database) == (
-        "postgresql", "db.internal", 6432, "billing", "pw", "billing",
-    )  # fmt: skip
+        "postgresql",
+        "db.internal",
+        6432,
+        "billing",
+        "pw",
+        "billing",
+    )
     assert u.query == (("sslmode", "require"),)
     assert u.masked == "postgresql://billing:***@db.internal:6432/billing?sslmode=require"
 

@@ -42,8 +42,9 @@ def test_the_first_check_comes_after_the_interval_and_later_ones_every_interval(
     pool = WatchdogPool()
     started = time.monotonic()
     checks: list[float] = []
-    watch = pool.watch(0.2, check=lambda: checks.append(time.monotonic()) or True,
-                       on_lost=lambda: None)  # fmt: skip
+    watch = pool.watch(
+        0.2, check=lambda: checks.append(time.monotonic()) or True, on_lost=lambda: None
+    )
     assert _wait_for(lambda: len(checks) >= 3)
     watch.stop()
     assert checks[0] - started >= 0.2  # never before the interval (no upper bound: load varies)
@@ -104,8 +105,9 @@ def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
 def test_no_check_runs_after_stop() -> None:
     pool = WatchdogPool()
     checks: list[float] = []
-    watch = pool.watch(0.005, check=lambda: checks.append(time.monotonic()) or True,
-                       on_lost=lambda: None)  # fmt: skip
+    watch = pool.watch(
+        0.005, check=lambda: checks.append(time.monotonic()) or True, on_lost=lambda: None
+    )
     assert _wait_for(lambda: len(checks) >= 3)
     watch.stop()
     count = len(checks)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from lockconsole.model.jobs import Database, Job
+
 
 class Lock(Protocol):
     """One job's lock on a dedicated connection that never goes back to a pool while held."""
@@ -56,8 +58,9 @@ class LockBase:
     def _error(self, what: str, exc: BaseException) -> Exception:
         raise NotImplementedError
 
-    def _unlock(self, run: Callable[[], Any], errors: tuple[type[BaseException], ...],
-                what: str) -> bool | None:  # fmt: skip
+    def _unlock(
+        self, run: Callable[[], Any], errors: tuple[type[BaseException], ...], what: str
+    ) -> bool | None:
         """Run the unlock statement: True if the lock was ours; a false result or a dead
         connection (the session's locks died with it) sets lost_on_release and returns False."""
         if not self.held:

@@ -55,9 +55,11 @@ def _table(metadata: Any) -> Any:
     from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Table, Text
 
     return Table(
-        TABLE, metadata,
-        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
-               autoincrement=True),
+        TABLE,
+        metadata,
+        Column(
+            "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
         Column("at", DateTime(timezone=True), nullable=False),
         Column("os_user", String(128), nullable=False),
         Column("host", String(255), nullable=False),
@@ -66,7 +68,7 @@ def _table(metadata: Any) -> Any:
         Column("target", Text, nullable=False),
         Column("result", String(32), nullable=False),
         Column("message", Text),
-    )  # fmt: skip
+    )
 
 
 class AuditLog:
@@ -103,7 +105,7 @@ class AuditLog:
                         database_name=self.database.name,
                         target=redact(target),
                         result="attempted",
-                    )  # fmt: skip
+                    )
                 )
                 key = result.inserted_primary_key
                 if key is None:  # an INSERT of one row into a table with a primary key has one
@@ -115,8 +117,14 @@ class AuditLog:
                 f"audit log on {self.database.url.masked} cannot be written, so nothing was "
                 f"done: {msg}"
             ) from None
-        log.warning("audit id=%s action=%s target=%r by=%s@%s result=attempted",
-                    entry_id, action, target, actor.os_user, actor.host)  # fmt: skip
+        log.warning(
+            "audit id=%s action=%s target=%r by=%s@%s result=attempted",
+            entry_id,
+            action,
+            target,
+            actor.os_user,
+            actor.host,
+        )
         return entry_id
 
     def finish(self, entry_id: int, result: str, message: str | None = None) -> None:
@@ -131,8 +139,12 @@ class AuditLog:
                     .values(result=result, message=None if message is None else redact(message))
                 )
         except SQLAlchemyError as exc:
-            log.error("audit id=%s result %s not recorded: %s", entry_id, result,
-                      scrub(str(exc).splitlines()[0], self.database.url))  # fmt: skip
+            log.error(
+                "audit id=%s result %s not recorded: %s",
+                entry_id,
+                result,
+                scrub(str(exc).splitlines()[0], self.database.url),
+            )
         log.warning("audit id=%s result=%s message=%r", entry_id, result, message)
 
     def entries(self, limit: int = 100) -> list[AuditEntry]:
@@ -140,8 +152,20 @@ class AuditLog:
         t = self.table
         with self.engine.connect() as conn:
             rows = conn.execute(t.select().order_by(t.c.id.desc()).limit(limit)).all()
-        return [AuditEntry(r.id, r.at, r.os_user, r.host, r.action, r.database_name, r.target,
-                           r.result, r.message) for r in rows]  # fmt: skip
+        return [
+            AuditEntry(
+                r.id,
+                r.at,
+                r.os_user,
+                r.host,
+                r.action,
+                r.database_name,
+                r.target,
+                r.result,
+                r.message,
+            )
+            for r in rows
+        ]
 
     def close(self) -> None:
         self.engine.dispose()

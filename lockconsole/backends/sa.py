@@ -21,14 +21,27 @@ def sa_url(url: DatabaseURL) -> URL:
 
     if url.dialect == "mysql":  # what connect_mysql uses: PyMySQL refuses other keywords
         query = {k: v for k, v in url.query if k in _MYSQL_QUERY}
-        return URL.create(_DRIVERS["mysql"], url.user or "root", url.password, url.host,
-                          url.port, url.database, query)  # fmt: skip
+        return URL.create(
+            _DRIVERS["mysql"],
+            url.user or "root",
+            url.password,
+            url.host,
+            url.port,
+            url.database,
+            query,
+        )
     rest = url.raw.split("://", 1)[1]
     return make_url(f"{_DRIVERS[url.dialect]}://{rest}")
 
 
-def engine_for(url: DatabaseURL, *, dedicated: bool = False, timeouts: Timeouts | None = None,
-               application_name: str | None = None, **kwargs: Any) -> Engine:  # fmt: skip
+def engine_for(
+    url: DatabaseURL,
+    *,
+    dedicated: bool = False,
+    timeouts: Timeouts | None = None,
+    application_name: str | None = None,
+    **kwargs: Any,
+) -> Engine:
     """An Engine; `dedicated` uses NullPool so a connection holding a lock is never pooled.
 
     `timeouts` (the console's) bounds connecting and each statement (see connect.Timeouts);

@@ -74,8 +74,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
         demo_cli.add_parser(sub)
     for subparser in sub.choices.values():  # --read-only after the command word too
-        subparser.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
-                               help=READ_ONLY_HELP)  # fmt: skip
+        subparser.add_argument(
+            "--read-only", action="store_true", default=argparse.SUPPRESS, help=READ_ONLY_HELP
+        )
     return parser
 
 
@@ -129,8 +130,9 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
 def cmd_tui(args: argparse.Namespace) -> int:
     """`lockconsole` / `lockconsole tui`: the console, on a terminal only."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError("the console needs a terminal; in scripts choose a command "
-                         "(see lockconsole --help)")  # fmt: skip
+        raise UsageError(
+            "the console needs a terminal; in scripts choose a command (see lockconsole --help)"
+        )
     from lockconsole.tui.app import run_console
 
     return run_console(args.config, read_only=args.read_only)
@@ -179,6 +181,10 @@ def cmd_config(args: argparse.Namespace) -> int:
     for name, database in config.databases.items():
         print(shown(f"database {name}: {database.url.masked}"))
     for name, job in config.jobs.items():
-        print(shown(f"job {name}: {job.strategy} key={job.key} db={job.database} "
-                    f"schedule={job.schedule or '-'} ({job.timezone})"))  # fmt: skip
+        print(
+            shown(
+                f"job {name}: {job.strategy} key={job.key} db={job.database} "
+                f"schedule={job.schedule or '-'} ({job.timezone})"
+            )
+        )
     return EXIT_OK

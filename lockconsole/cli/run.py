@@ -46,8 +46,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
     s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
     s.add_argument("--job", action="append", metavar="NAME", help="only these jobs (repeatable)")
-    s.add_argument("--for", dest="duration", metavar="SECONDS", type=float,
-                   help="stop after this many seconds (default: run until SIGTERM)")  # fmt: skip
+    s.add_argument(
+        "--for",
+        dest="duration",
+        metavar="SECONDS",
+        type=float,
+        help="stop after this many seconds (default: run until SIGTERM)",
+    )
     s.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
 
 
@@ -160,9 +165,14 @@ def cmd_run(
     with on_signals(stop):
         try:
             attempt = begin(
-                job, config.database_for(job), config.ledger_for(job), instance=instance,
-                slot=slot, trigger="manual" if manual else "scheduled", stop=stop,
-            )  # fmt: skip
+                job,
+                config.database_for(job),
+                config.ledger_for(job),
+                instance=instance,
+                slot=slot,
+                trigger="manual" if manual else "scheduled",
+                stop=stop,
+            )
         except Stopped as exc:
             logging.getLogger("lockconsole.engine.runner").warning(
                 "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")

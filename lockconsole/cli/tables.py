@@ -21,16 +21,26 @@ if TYPE_CHECKING:
 
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
 # Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
-out = RichConsole(highlight=False, markup=False, emoji=False,
-                  width=None if sys.stdout.isatty() else 200)  # fmt: skip
+out = RichConsole(
+    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 200
+)
 KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'
 TEXT_WIDTH = 200  # cells of a query or a message
 
 
 def holders_table(holders: Sequence[Holder], now: datetime) -> None:
     table = Table(title=f"lock holders at {stamp(now, zone=False)} UTC", title_justify="left")
-    for col in ("database", "key", "job", "state", "pid", "user", "application", "since",
-                "stale / notes"):  # fmt: skip
+    for col in (
+        "database",
+        "key",
+        "job",
+        "state",
+        "pid",
+        "user",
+        "application",
+        "since",
+        "stale / notes",
+    ):
         table.add_column(col, overflow="fold", no_wrap=col in ("pid", "since"))
     for h in holders:
         state = "held" if h.granted else f"WAITING on {','.join(map(str, h.blocked_by)) or '?'}"
@@ -38,9 +48,17 @@ def holders_table(holders: Sequence[Holder], now: datetime) -> None:
             state += f" ({h.state})"
         since = h.held_since or h.waiting_since or h.state_since
         note = h.stale or h.hidden or ""
-        cells = (h.database, h.key, h.job or "(unmapped)", state,
-                 str(h.pid or h.locked_by or "-"), h.user or "-",
-                 h.instance or h.application_name or "-", age(since, now), note)  # fmt: skip
+        cells = (
+            h.database,
+            h.key,
+            h.job or "(unmapped)",
+            state,
+            str(h.pid or h.locked_by or "-"),
+            h.user or "-",
+            h.instance or h.application_name or "-",
+            age(since, now),
+            note,
+        )
         style = "red" if h.stale else ("yellow" if not h.granted else None)
         table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells), style=style)
     if not holders:
@@ -63,17 +81,37 @@ def runs_table(runs: Sequence[Run]) -> None:
         out.print("no runs recorded")
         return
     table = Table(title="run history (newest first)", title_justify="left")
-    for col in ("job", "slot", "instance", "trigger", "outcome", "started", "took", "exit",
-                "message"):  # fmt: skip
+    for col in (
+        "job",
+        "slot",
+        "instance",
+        "trigger",
+        "outcome",
+        "started",
+        "took",
+        "exit",
+        "message",
+    ):
         table.add_column(col, overflow="fold")
     for r in runs:
         length = took(r.finished_at - r.started_at) if r.finished_at else "-"
         style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
         slot, started = stamp(r.slot, zone=False), stamp(r.started_at, zone=False)
-        cells = (r.job, slot, r.instance, r.trigger, r.outcome, started, length,
-                 "-" if r.exit_code is None else str(r.exit_code))  # fmt: skip
-        table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells),
-                      data_text(r.message or "", limit=TEXT_WIDTH), style=style)  # fmt: skip
+        cells = (
+            r.job,
+            slot,
+            r.instance,
+            r.trigger,
+            r.outcome,
+            started,
+            length,
+            "-" if r.exit_code is None else str(r.exit_code),
+        )
+        table.add_row(
+            *(data_text(c, limit=KEY_WIDTH) for c in cells),
+            data_text(r.message or "", limit=TEXT_WIDTH),
+            style=style,
+        )
     out.print(table)
 
 
@@ -93,16 +131,23 @@ def dupes_table(
     spec: Idempotency, summary: DuplicateSummary, page: DuplicatePage, ddl: str
 ) -> None:
     key = ", ".join(spec.key)
-    out.print(data_text(f"{spec.table} ({key}): {summary.groups} duplicate groups, "
-                        f"{summary.surplus_rows} surplus rows"))  # fmt: skip
+    out.print(
+        data_text(
+            f"{spec.table} ({key}): {summary.groups} duplicate groups, "
+            f"{summary.surplus_rows} surplus rows"
+        )
+    )
     if page.groups:
         table = Table()
         table.add_column(data_text(key))
         table.add_column("rows", no_wrap=True)
         table.add_column("runs")
         for g in page.groups:
-            table.add_row(data_text(", ".join(map(str, g.key)), limit=KEY_WIDTH),
-                          str(g.count), data_text(", ".join(map(str, g.run_ids))))  # fmt: skip
+            table.add_row(
+                data_text(", ".join(map(str, g.key)), limit=KEY_WIDTH),
+                str(g.count),
+                data_text(", ".join(map(str, g.run_ids))),
+            )
         out.print(table)
         if page.has_more:
             out.print("more: --page N+1")

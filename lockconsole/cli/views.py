@@ -90,10 +90,15 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
     snap = console.snapshot(duplicates=False)
     holders = [h for h in snap.holders if args.job is None or h.job == args.job]
     if args.json:
-        _print_json({
-            "taken_at": snap.taken_at, "holders": holders, "sources": dict(snap.sources),
-            "notes": [list(n) for n in snap.notes], "errors": dict(snap.errors),
-        })  # fmt: skip
+        _print_json(
+            {
+                "taken_at": snap.taken_at,
+                "holders": holders,
+                "sources": dict(snap.sources),
+                "notes": [list(n) for n in snap.notes],
+                "errors": dict(snap.errors),
+            }
+        )
         return 0
     from lockconsole.cli.tables import holders_table, print_problems
 
@@ -139,9 +144,18 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
     page = console.duplicates(args.job, page=args.page, page_size=args.page_size)
     ddl = console.duplicate_ddl(args.job)
     if args.json:
-        _print_json({"job": args.job, "table": spec.table, "key": list(spec.key),
-                     "summary": summary, "page": args.page, "groups": page.groups,
-                     "has_more": page.has_more, "ddl": ddl})  # fmt: skip
+        _print_json(
+            {
+                "job": args.job,
+                "table": spec.table,
+                "key": list(spec.key),
+                "summary": summary,
+                "page": args.page,
+                "groups": page.groups,
+                "has_more": page.has_more,
+                "ddl": ddl,
+            }
+        )
         return 0
     from lockconsole.cli.tables import dupes_table
 
@@ -159,8 +173,9 @@ def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
     holders = console.find_holders(pid=args.pid, job=args.job, database=args.database)
     what = f"pid {args.pid}" if args.pid is not None else f"job {args.job}"
     if not holders:
-        print(f"lockconsole: no granted lock holder matches {what}; nothing was done",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"lockconsole: no granted lock holder matches {what}; nothing was done", file=sys.stderr
+        )
         return EXIT_NOT_RELEASED
     if len({(h.database, h.pid, h.key) for h in holders}) > 1 and args.pid is None:
         raise UsageError(f"release: {what} has several holders; choose one with --pid")
@@ -195,9 +210,13 @@ def _confirm(holder: Holder) -> bool:
     if not sys.stdin.isatty():
         raise UsageError("release: no terminal to confirm on; add --yes")
     expected = holder.job or holder.key
-    print(shown(f"About to end {holder.database} pid {holder.pid} holding {holder.key}"
-                f" ({holder.job or 'unmapped'}), user {holder.user}, application "
-                f"{holder.application_name}."))  # fmt: skip
+    print(
+        shown(
+            f"About to end {holder.database} pid {holder.pid} holding {holder.key}"
+            f" ({holder.job or 'unmapped'}), user {holder.user}, application "
+            f"{holder.application_name}."
+        )
+    )
     answer = input(f"Type {shown(expected)!r} to confirm: ").strip()
     # a key with control characters is typed as it is shown (escaped)
     return answer in (str(expected), shown(expected))

@@ -7,11 +7,23 @@ from collections.abc import Callable, Mapping
 
 # action id -> default key; lockconsole.tui.bindings.ACTIONS uses exactly these
 DEFAULT_KEYS: dict[str, str] = {
-    "trigger": "t", "release": "x", "duplicates": "d", "run_detail": "i", "timeline": "s",
-    "filter": "slash", "group": "g", "pause": "p", "refresh": "r", "log": "o",
-    "focus_jobs": "1", "focus_holders": "2", "focus_history": "3", "help": "question_mark",
-    "quit": "q", "close_filter": "escape",
-}  # fmt: skip
+    "trigger": "t",
+    "release": "x",
+    "duplicates": "d",
+    "run_detail": "i",
+    "timeline": "s",
+    "filter": "slash",
+    "group": "g",
+    "pause": "p",
+    "refresh": "r",
+    "log": "o",
+    "focus_jobs": "1",
+    "focus_holders": "2",
+    "focus_history": "3",
+    "help": "question_mark",
+    "quit": "q",
+    "close_filter": "escape",
+}
 
 
 def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Exception]) -> None:
@@ -19,8 +31,10 @@ def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Excep
     bound: dict[str, str] = {}
     for action, binding in keymap.items():
         if action not in DEFAULT_KEYS:
-            raise error(action, f"unknown action id {action!r} (choose from "
-                                f"{', '.join(sorted(DEFAULT_KEYS))})")  # fmt: skip
+            raise error(
+                action,
+                f"unknown action id {action!r} (choose from {', '.join(sorted(DEFAULT_KEYS))})",
+            )
         if not isinstance(binding, str) or not binding.strip():
             raise error(action, f'must be a key like "q", not {binding!r}')
     effective = {**DEFAULT_KEYS, **keymap}
@@ -29,5 +43,6 @@ def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Excep
             other = bound.setdefault(key.strip(), action)
             if other != action:
                 culprit = action if action in keymap else other  # the line that rebound it
-                raise error(culprit, f"key {key.strip()!r} is bound to both {other!r} and "
-                                     f"{action!r}")  # fmt: skip
+                raise error(
+                    culprit, f"key {key.strip()!r} is bound to both {other!r} and {action!r}"
+                )

@@ -56,10 +56,24 @@ _TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
 _SETTINGS_KEYS = {"ledger_database", "instance"}
 _DATABASE_KEYS = {"url", "scan_prefixes"}
 _JOB_KEYS = {
-    "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
-    "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot",
-    "watchdog_interval", "stop_grace", "allow_pooler", "redis_prefix",
-}  # fmt: skip
+    "database",
+    "schedule",
+    "timezone",
+    "strategy",
+    "key",
+    "key_recipe",
+    "command",
+    "callable",
+    "max_duration",
+    "min_hold",
+    "idempotency",
+    "lease_table",
+    "once_per_slot",
+    "watchdog_interval",
+    "stop_grace",
+    "allow_pooler",
+    "redis_prefix",
+}
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 
 
@@ -360,12 +374,24 @@ class _Builder:
             idempotency = self.idempotency(where + ("idempotency",), spec["idempotency"])
 
         return Job(
-            name=name, database=database, strategy=strategy, key=key, schedule=schedule,
-            timezone=timezone, command=command, callable=target, max_duration=max_duration,
-            min_hold=min_hold, idempotency=idempotency, lease_table=lease_table,
-            once_per_slot=once, watchdog_interval=numbers["watchdog_interval"],
-            stop_grace=numbers["stop_grace"], allow_pooler=allow_pooler, redis_prefix=redis_prefix,
-        )  # fmt: skip
+            name=name,
+            database=database,
+            strategy=strategy,
+            key=key,
+            schedule=schedule,
+            timezone=timezone,
+            command=command,
+            callable=target,
+            max_duration=max_duration,
+            min_hold=min_hold,
+            idempotency=idempotency,
+            lease_table=lease_table,
+            once_per_slot=once,
+            watchdog_interval=numbers["watchdog_interval"],
+            stop_grace=numbers["stop_grace"],
+            allow_pooler=allow_pooler,
+            redis_prefix=redis_prefix,
+        )
 
     def field_error(self, where: tuple[str, ...]) -> Callable[[str, str], ConfigError]:
         return lambda key, message: self.error(where, key, message)

@@ -33,8 +33,9 @@ _DURATIONS = (
 )
 
 
-def parse_console(raw: Mapping[str, object],
-                  error: Callable[[str, str], Exception]) -> ConsoleSettings:  # fmt: skip
+def parse_console(
+    raw: Mapping[str, object], error: Callable[[str, str], Exception]
+) -> ConsoleSettings:
     """ConsoleSettings from the [console] table; `error(key, message)` builds the ConfigError."""
     values: dict[str, Any] = {}  # by field name: a timedelta or an int, each checked for its key
     for key, value in raw.items():

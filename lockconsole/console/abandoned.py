@@ -68,8 +68,9 @@ def lock_free(job: Job, database: Database, run: Run) -> bool | None:
                     cur.execute(sqlfiles.load("check_lock_of", "mysql"), params)
                     row = cur.fetchone()
             else:
-                ident = dict(zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key),
-                                 strict=True))  # fmt: skip
+                ident = dict(
+                    zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key), strict=True)
+                )
                 sql = sqlfiles.load("check_advisory_lock_of")
                 row = conn.execute(sql, {**ident, "pid": run.session_id}).fetchone()
         finally:
@@ -92,9 +93,16 @@ def _lease_free(job: Job, database: Database, run: Run) -> bool:
         lease.close()
 
 
-def sweep(runs: list[Run], holders: Iterable[Holder], jobs: Mapping[str, Job],
-          database_of: Callable[[Job], Database | None], ledger_of: Callable[[Job], Ledger],
-          *, close: bool, now: datetime) -> tuple[list[Run], list[Alert]]:  # fmt: skip
+def sweep(
+    runs: list[Run],
+    holders: Iterable[Holder],
+    jobs: Mapping[str, Job],
+    database_of: Callable[[Job], Database | None],
+    ledger_of: Callable[[Job], Ledger],
+    *,
+    close: bool,
+    now: datetime,
+) -> tuple[list[Run], list[Alert]]:
     """Close (when `close`) the attempts left acquired with their lock free; the runs as they
     are now, and one "abandoned" alert per attempt found."""
     held = list(holders)
@@ -113,25 +121,48 @@ def sweep(runs: list[Run], holders: Iterable[Holder], jobs: Mapping[str, Job],
             continue
         where = f"{run.job} {format_slot(run.slot)}: run {run.id} on {run.instance}"
         if not close:
-            alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
-                                "is free (not closed: read-only)", run.slot))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "abandoned",
+                    run.job,
+                    f"{where} is marked acquired but its lock is free (not closed: read-only)",
+                    run.slot,
+                )
+            )
             continue
         # no finished_at: when it ended is unknown (a killed process ran no further than its
         # lock, and one still running adds its real end when its own outcome write fails)
-        params = {"id": run.id, "finished_at": None, "message": NOTE,
-                  "session_id": _or_none(run.session_id),
-                  "fencing_token": _or_none(run.fencing_token)}  # fmt: skip
+        params = {
+            "id": run.id,
+            "finished_at": None,
+            "message": NOTE,
+            "session_id": _or_none(run.session_id),
+            "fencing_token": _or_none(run.fencing_token),
+        }
         try:
             changed = ledger_of(job).update("close_abandoned_run", params)
         except Exception as exc:  # a viewer account may not UPDATE the ledger: still report it
             log.warning("closing abandoned run %s failed: %s", run.id, exc)
-            alerts.append(Alert("abandoned", run.job, f"{where} is marked acquired but its lock "
-                                "is free (could not close it: see the log)", run.slot))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "abandoned",
+                    run.job,
+                    f"{where} is marked acquired but its lock "
+                    "is free (could not close it: see the log)",
+                    run.slot,
+                )
+            )
             continue
         if changed == 1:
             found[run.id] = replace(run, outcome="lock_lost", message=NOTE)
-            alerts.append(Alert("abandoned", run.job, f"{where} was left acquired with its lock "
-                                "free: closed as lock_lost", run.slot))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "abandoned",
+                    run.job,
+                    f"{where} was left acquired with its lock free: closed as lock_lost",
+                    run.slot,
+                )
+            )
     return [found.get(r.id or -1, r) for r in runs], alerts
 
 

@@ -84,8 +84,13 @@ class Connections:
         budget, down = self.budget, self._down
         holder_calls = {t: self.calls.start(("holders", *t), self.holders, *t) for t in targets}
         run_calls = {n: self.calls.start(("runs", n), self.recent_runs, n, now) for n in ledgers}
-        wait_for([*((c, t[0] in down) for t, c in holder_calls.items()),
-                  *((c, n in down) for n, c in run_calls.items())], budget)  # fmt: skip
+        wait_for(
+            [
+                *((c, t[0] in down) for t, c in holder_calls.items()),
+                *((c, n in down) for n, c in run_calls.items()),
+            ],
+            budget,
+        )
         reads = Reads()
         for target, holder_call in holder_calls.items():
             listed = self._answer(("holders", *target), holder_call, target[0], reads.errors)
@@ -99,8 +104,9 @@ class Connections:
         self._last_errors = {k: v for k, v in self._last_errors.items() if k in reads.errors}
         return reads
 
-    def _answer(self, key: tuple[Hashable, ...], call: Call[T], db_name: str,
-                errors: dict[str, str]) -> T | None:  # fmt: skip
+    def _answer(
+        self, key: tuple[Hashable, ...], call: Call[T], db_name: str, errors: dict[str, str]
+    ) -> T | None:
         """The call's result; or None, with the database's error (or wait) put in `errors`."""
         budget = self.budget
         if not call.future.done():
@@ -229,8 +235,9 @@ class Connections:
                 )
             return ledger
 
-    def read_runs(self, name: str, job: str | None = None, *, since: datetime | None = None,
-                  limit: int = 200) -> list[Run]:  # fmt: skip
+    def read_runs(
+        self, name: str, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> list[Run]:
         """Attempts from ledger database `name`, newest first; a failed ledger is reopened."""
         ledger = self.ledger(name)
         try:
@@ -252,8 +259,9 @@ class Connections:
 
     def recent_runs(self, name: str, now: datetime) -> list[Run]:
         """The runs a snapshot shows: within [console] lookback, at most history_limit."""
-        return self.read_runs(name, since=now - self.settings.lookback,
-                              limit=self.settings.history_limit)  # fmt: skip
+        return self.read_runs(
+            name, since=now - self.settings.lookback, limit=self.settings.history_limit
+        )
 
     # --- SQL homes and engines -----------------------------------------------------------
 

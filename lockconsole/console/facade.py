@@ -42,16 +42,23 @@ class ReadOnlyError(UsageError):
 class Console:
     """Snapshots and actions over one configuration; keeps its connections between calls."""
 
-    def __init__(self, config: Config, *, read_only: bool = False, actor: Actor | None = None,
-                 instance: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: Config,
+        *,
+        read_only: bool = False,
+        actor: Actor | None = None,
+        instance: str | None = None,
+    ) -> None:
         self.config = config
         self.settings = config.console
         self.read_only = read_only
         self.actor = actor or Actor.current()
         self.instance = instance
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
-        self.connections = Connections(config, self._pool,
-                                       ledger_application_name=LEDGER_APPLICATION_NAME)  # fmt: skip
+        self.connections = Connections(
+            config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME
+        )
         self.dupes = Duplicates(config, self.connections, self._pool)
         self.last: Snapshot | None = None
 
@@ -87,11 +94,17 @@ class Console:
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)
-        holders_t = mark_stale(holders, jobs, runs, now=now,
-                               idle_threshold=self.settings.idle_threshold,
-                               orphaned_pids=orphaned)  # fmt: skip
-        reports = slot_reports(jobs, runs, now=now, lookback=self.settings.lookback,
-                               grace=self.settings.grace)  # fmt: skip
+        holders_t = mark_stale(
+            holders,
+            jobs,
+            runs,
+            now=now,
+            idle_threshold=self.settings.idle_threshold,
+            orphaned_pids=orphaned,
+        )
+        reports = slot_reports(
+            jobs, runs, now=now, lookback=self.settings.lookback, grace=self.settings.grace
+        )
         alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs))
         alert_list += self.connections.pooler_alerts()
         alert_list += abandoned
@@ -117,8 +130,9 @@ class Console:
         self.last = snapshot
         return snapshot
 
-    def _sweep(self, runs: list[Run], holders: list[Holder], errors: dict[str, str],
-               now: datetime) -> tuple[list[Run], list[Alert]]:  # fmt: skip
+    def _sweep(
+        self, runs: list[Run], holders: list[Holder], errors: dict[str, str], now: datetime
+    ) -> tuple[list[Run], list[Alert]]:
         """Close attempts left acquired with their lock free (abandoned); read-only: report."""
         from lockconsole.console.abandoned import sweep
 
@@ -126,16 +140,25 @@ class Console:
             database = self.config.database_for(job)
             return None if database.name in errors else database
 
-        return sweep(runs, holders, self.config.jobs, database_of,
-                     lambda job: self.connections.ledger(self.config.ledger_for(job).name),
-                     close=not self.read_only, now=now)  # fmt: skip
+        return sweep(
+            runs,
+            holders,
+            self.config.jobs,
+            database_of,
+            lambda job: self.connections.ledger(self.config.ledger_for(job).name),
+            close=not self.read_only,
+            now=now,
+        )
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         """Recent attempts, newest first, from every ledger (or the one of `job`)."""
         if job is not None:
             self.config.job(job)
-        names = {self.config.ledger_for(j).name for j in self.config.jobs.values()
-                 if job is None or j.name == job}  # fmt: skip
+        names = {
+            self.config.ledger_for(j).name
+            for j in self.config.jobs.values()
+            if job is None or j.name == job
+        }
         runs: list[Run] = []
         for name in sorted(names):
             runs.extend(self.connections.read_runs(name, job, limit=limit))
@@ -167,8 +190,9 @@ class Console:
         """Force-release `holder` if it still holds that key; audited; refused when read-only."""
         self._refuse_if_read_only("force-release")
         if not holder.granted:
-            return ReleaseResult("error", "only a granted holder can be released, not a waiter",
-                                 holder)  # fmt: skip
+            return ReleaseResult(
+                "error", "only a granted holder can be released, not a waiter", holder
+            )
         database = self.config.databases[holder.database]
         table = holder.source if holder.kind == "lease" else None
         inspector = self.connections.inspector(database.name, table)
@@ -178,8 +202,9 @@ class Console:
         finally:
             audit.close()
 
-    def find_holders(self, *, pid: int | None = None, job: str | None = None,
-                     database: str | None = None) -> list[Holder]:  # fmt: skip
+    def find_holders(
+        self, *, pid: int | None = None, job: str | None = None, database: str | None = None
+    ) -> list[Holder]:
         """Granted holders matching a pid or a job (from a fresh snapshot), for `release`."""
         if job is not None:
             self.config.job(job)
@@ -187,15 +212,22 @@ class Console:
             raise ConfigError(f"no database named {database!r}")
         snap = self.snapshot(duplicates=False)
         return [
-            h for h in snap.holders
+            h
+            for h in snap.holders
             if h.granted
             and (pid is None or h.pid == pid)
             and (job is None or h.job == job)
             and (database is None or h.database == database)
-        ]  # fmt: skip
+        ]
 
-    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None, stop: Stop | None = None) -> Run:  # fmt: skip
+    def trigger(
+        self,
+        job_name: str,
+        *,
+        output: Callable[[str], None] | None = None,
+        instance: str | None = None,
+        stop: Stop | None = None,
+    ) -> Run:
         """Run the job here now, under its lock (trigger = manual); skips if another holds it.
 
         `stop` (a stopping.Stop) ends the run at any step once requested; a stop before the
@@ -213,8 +245,14 @@ class Console:
         else:
             raise UsageError(f"job {job.name!r} has no command or callable to trigger")
         name = instance or self.instance or default_instance(self.config.instance)
-        attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
-                        instance=name, trigger="manual", stop=stop)  # fmt: skip
+        attempt = begin(
+            job,
+            self.config.database_for(job),
+            self.config.ledger_for(job),
+            instance=name,
+            trigger="manual",
+            stop=stop,
+        )
         if not attempt.acquired:
             who = self._describe_holder(job)
             if who:

@@ -32,8 +32,9 @@ class ConsoleFacade(Protocol):
         """Recent attempts, newest first, of every job or of `job`."""
         ...
 
-    def find_holders(self, *, pid: int | None = None, job: str | None = None,
-                     database: str | None = None) -> list[Holder]:  # fmt: skip
+    def find_holders(
+        self, *, pid: int | None = None, job: str | None = None, database: str | None = None
+    ) -> list[Holder]:
         """Granted holders matching a pid or a job, from a fresh snapshot."""
         ...
 
@@ -41,8 +42,14 @@ class ConsoleFacade(Protocol):
         """Force-release `holder` if it still holds that key (audited)."""
         ...
 
-    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None, stop: Stop | None = None) -> Run:  # fmt: skip
+    def trigger(
+        self,
+        job_name: str,
+        *,
+        output: Callable[[str], None] | None = None,
+        instance: str | None = None,
+        stop: Stop | None = None,
+    ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
         ...
 

@@ -123,8 +123,7 @@ def stale_reasons(
     if holder.kind == "redis" and limit is not None and holder.lock_until is not None:
         ttl = holder.lock_until - now
         if ttl > 2 * limit:  # far past anything the job's own SET PX max_duration gives
-            reasons.append(f"expires in {reading(ttl)}, far past max_duration "
-                           f"{reading(limit)}")  # fmt: skip
+            reasons.append(f"expires in {reading(ttl)}, far past max_duration {reading(limit)}")
     if job is not None and run is not None:
         finished = _finished_reason(holder, job, run, now)
         if finished:
@@ -165,16 +164,24 @@ def mark_stale(
                 stale = unmapped[memo]
             else:
                 _, reasons = stale_reasons(
-                    holder, None, [], now=now, idle_threshold=idle_threshold,
+                    holder,
+                    None,
+                    [],
+                    now=now,
+                    idle_threshold=idle_threshold,
                     orphaned_pids=orphaned,
-                )  # fmt: skip
+                )
                 stale = unmapped[memo] = "; ".join(reasons) or None
             out.append(holder if stale == holder.stale else _evolve(holder, stale=stale))
             continue
         marked, reasons = stale_reasons(
-            holder, job, runs_by_job.get(job.name, []), now=now, idle_threshold=idle_threshold,
+            holder,
+            job,
+            runs_by_job.get(job.name, []),
+            now=now,
+            idle_threshold=idle_threshold,
             orphaned_pids=orphaned,
-        )  # fmt: skip
+        )
         out.append(_evolve(marked, stale="; ".join(reasons) or None))
     return tuple(out)
 

@@ -27,8 +27,10 @@ T = TypeVar("T")
 
 
 def timeouts_of(settings: ConsoleSettings) -> Timeouts:
-    return Timeouts(connect=settings.connect_timeout.total_seconds(),
-                    statement=settings.statement_timeout.total_seconds())  # fmt: skip
+    return Timeouts(
+        connect=settings.connect_timeout.total_seconds(),
+        statement=settings.statement_timeout.total_seconds(),
+    )
 
 
 def budget_of(settings: ConsoleSettings) -> float:

@@ -72,8 +72,12 @@ def nightly_billing(attempt: Attempt) -> None:
                     f"stopped after {charged + already} of {len(tenants)} tenants; "
                     "the claims make a rerun of this night safe"
                 )
-            values = {"tenant_id": tenant_id, "period": period, "instance": run.instance,
-                      "run_id": run.id}  # fmt: skip
+            values = {
+                "tenant_id": tenant_id,
+                "period": period,
+                "instance": run.instance,
+                "run_id": run.id,
+            }
             if claim(conn, "billing_claims", values, key=("tenant_id", "period")):
                 conn.execute(INSERT_INVOICE, (tenant_id, period, cents, run.instance, run.id))
                 charged += 1
@@ -83,8 +87,13 @@ def nightly_billing(attempt: Attempt) -> None:
             attempt.stop.wait(pace)
     finally:
         conn.close()
-    log.info("billed period=%s charged=%d already_billed=%d instance=%s",
-             period, charged, already, run.instance)  # fmt: skip
+    log.info(
+        "billed period=%s charged=%d already_billed=%d instance=%s",
+        period,
+        charged,
+        already,
+        run.instance,
+    )
 
 
 def invoice_reminders(attempt: Attempt) -> None:

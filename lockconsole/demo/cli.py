@@ -29,19 +29,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Start an embedded PostgreSQL with the billing story and a fleet of three "
         "instances on a compressed clock, then open the console on it.",
     )
-    p.add_argument("--night-seconds", type=int, default=DEFAULT_NIGHT_SECONDS, metavar="N",
-                   help=f"one compressed night every N seconds (default {DEFAULT_NIGHT_SECONDS};"
-                   " a divisor of 60)")  # fmt: skip
+    p.add_argument(
+        "--night-seconds",
+        type=int,
+        default=DEFAULT_NIGHT_SECONDS,
+        metavar="N",
+        help=f"one compressed night every N seconds (default {DEFAULT_NIGHT_SECONDS};"
+        " a divisor of 60)",
+    )
     p.add_argument("--reset", action="store_true", help="delete the demo's data and start over")
-    p.add_argument("--mysql-url", metavar="URL",
-                   help="also run a GET_LOCK job on this MySQL/MariaDB")  # fmt: skip
+    p.add_argument(
+        "--mysql-url", metavar="URL", help="also run a GET_LOCK job on this MySQL/MariaDB"
+    )
     p.add_argument("--headless", action="store_true", help="no console: run, then print a table")
-    p.add_argument("--for", dest="duration", type=float, metavar="SECONDS",
-                   help="with --headless: how long the fleet runs (default 3 nights)")  # fmt: skip
+    p.add_argument(
+        "--for",
+        dest="duration",
+        type=float,
+        metavar="SECONDS",
+        help="with --headless: how long the fleet runs (default 3 nights)",
+    )
     p.add_argument("--json", action="store_true", help="with --headless: print one JSON object")
-    p.add_argument("--screenshot", metavar="SVG",
-                   help="no console: after --for seconds (default 1.5 nights) the console saves "
-                   "its dashboard to this SVG file, then the demo stops")  # fmt: skip
+    p.add_argument(
+        "--screenshot",
+        metavar="SVG",
+        help="no console: after --for seconds (default 1.5 nights) the console saves "
+        "its dashboard to this SVG file, then the demo stops",
+    )
 
 
 @contextmanager
@@ -119,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
             say("fleet and embedded PostgreSQL stopped")
 
 
-def _prepare(args: argparse.Namespace, directory: Any, server: Any,
-             say: Callable[[str], None]) -> tuple[Any, Any]:  # fmt: skip
+def _prepare(
+    args: argparse.Namespace, directory: Any, server: Any, say: Callable[[str], None]
+) -> tuple[Any, Any]:
     """Start the server, build the scenario, write the config; the (not started) fleet."""
     from lockconsole.demo.fleet import Fleet
     from lockconsole.demo.scenario import RENEWING, TENANTS, build
@@ -133,37 +148,45 @@ def _prepare(args: argparse.Namespace, directory: Any, server: Any,
     t0 = time.monotonic()
     base_url = server.start()
     started = time.monotonic() - t0
-    say(f"embedded PostgreSQL ready in {started:.1f} s ({'cold: initdb' if cold else 'warm'}),"
-        f" data in {server.pgdata}")  # fmt: skip
+    say(
+        f"embedded PostgreSQL ready in {started:.1f} s ({'cold: initdb' if cold else 'warm'}),"
+        f" data in {server.pgdata}"
+    )
     scenario = build(base_url, directory, args.night_seconds, args.mysql_url, utcnow())
-    say(f"billing database: {TENANTS} tenants, {RENEWING} renew every night; the incident night "
-        f"{scenario.incident_slot:%H:%M:%S} charged them three times")  # fmt: skip
+    say(
+        f"billing database: {TENANTS} tenants, {RENEWING} renew every night; the incident night "
+        f"{scenario.incident_slot:%H:%M:%S} charged them three times"
+    )
     say(f"config: {scenario.config_path}\n")
     say(scenario.config_path.read_text(encoding="utf-8"))
     pace = args.night_seconds * BILLING_SHARE / RENEWING
-    fleet = Fleet(scenario.config_path, directory / "demo-logs", first_slot=scenario.first_slot,
-                  pace=pace)  # fmt: skip
+    fleet = Fleet(
+        scenario.config_path, directory / "demo-logs", first_slot=scenario.first_slot, pace=pace
+    )
     return scenario, fleet
 
 
-def _start_fleet(fleet: Any, scenario: Any, night_seconds: int,
-                 say: Callable[[str], None]) -> None:  # fmt: skip
+def _start_fleet(fleet: Any, scenario: Any, night_seconds: int, say: Callable[[str], None]) -> None:
     from lockconsole.model.slots import utcnow
 
     fleet.start()
     pids = ", ".join(f"{name} pid {pid}" for name, pid in fleet.pids().items())
     wait = (scenario.first_slot - utcnow()).total_seconds()
     say(f"fleet started: {pids}; logs in {fleet.log_dir}")
-    say(f"first live night of {BILLING_JOB} at {scenario.first_slot:%H:%M:%S} UTC "
-        f"(in {max(wait, 0):.1f} s), then every {night_seconds} s")  # fmt: skip
+    say(
+        f"first live night of {BILLING_JOB} at {scenario.first_slot:%H:%M:%S} UTC "
+        f"(in {max(wait, 0):.1f} s), then every {night_seconds} s"
+    )
 
 
 def _console(scenario: Any, say: Callable[[str], None]) -> int:
     try:
         from lockconsole.tui.app import run_console
     except ImportError as exc:
-        say(f"lockconsole demo: the console is not available ({exc}); use --headless, "
-            "or `lockconsole --config CONFIG locks` in another terminal")  # fmt: skip
+        say(
+            f"lockconsole demo: the console is not available ({exc}); use --headless, "
+            "or `lockconsole --config CONFIG locks` in another terminal"
+        )
         return 1
     say("opening the console: q quits, and stops the fleet and the server")
     return int(run_console(config_path=str(scenario.config_path)))

@@ -27,8 +27,15 @@ READY_WAIT = 20.0  # seconds the stale holder gets to take its lock
 class Fleet:
     """Start and stop the fleet's processes; stop() is safe to call more than once."""
 
-    def __init__(self, config_path: Path, log_dir: Path, *, first_slot: datetime,
-                 pace: float, instances: tuple[str, ...] = INSTANCES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config_path: Path,
+        log_dir: Path,
+        *,
+        first_slot: datetime,
+        pace: float,
+        instances: tuple[str, ...] = INSTANCES,
+    ) -> None:
         self.config_path = config_path
         self.log_dir = log_dir
         self.first_slot = first_slot
@@ -42,12 +49,22 @@ class Fleet:
     def start(self) -> None:
         """The stale holder first (it must hold its lock when the console opens), then web-N."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.stale = self._spawn("stale-holder", "lockconsole.demo.stale",
-                                 ["--config", str(self.config_path)], ready=True)  # fmt: skip
+        self.stale = self._spawn(
+            "stale-holder",
+            "lockconsole.demo.stale",
+            ["--config", str(self.config_path)],
+            ready=True,
+        )
         self._wait_ready(self.stale)
         for name in self.instances:
-            args = ["--config", str(self.config_path), "--instance", name,
-                    "--first-slot", self.first_slot.isoformat()]  # fmt: skip
+            args = [
+                "--config",
+                str(self.config_path),
+                "--instance",
+                name,
+                "--first-slot",
+                self.first_slot.isoformat(),
+            ]
             self.processes[name] = self._spawn(name, "lockconsole.demo.instance", args)
 
     def pids(self) -> dict[str, int]:
@@ -81,13 +98,20 @@ class Fleet:
             f.close()
         self._logs.clear()
 
-    def _spawn(self, name: str, module: str, args: list[str], *,
-               ready: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
+    def _spawn(
+        self, name: str, module: str, args: list[str], *, ready: bool = False
+    ) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed by stop()
         self._logs.append(log)
         env = dict(os.environ)
-        env.update({"LOCKCONSOLE_CONFIG": str(self.config_path), PACE_ENV: f"{self.pace:.4f}",
-                    "LOCKCONSOLE_INSTANCE": name, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        env.update(
+            {
+                "LOCKCONSOLE_CONFIG": str(self.config_path),
+                PACE_ENV: f"{self.pace:.4f}",
+                "LOCKCONSOLE_INSTANCE": name,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             stdin=subprocess.DEVNULL,

@@ -26,8 +26,15 @@ from lockconsole.model.views import SlotReport, Snapshot
 Write = Callable[[str], None]
 
 
-def run(scenario: Scenario, fleet: Fleet, duration: float, *, as_json: bool,
-        write: Write = print, progress: Write = print) -> int:  # fmt: skip
+def run(
+    scenario: Scenario,
+    fleet: Fleet,
+    duration: float,
+    *,
+    as_json: bool,
+    write: Write = print,
+    progress: Write = print,
+) -> int:
     """Let the fleet run for `duration` seconds, stop it, print the summary; exit code 0."""
     config = scenario.config
     ledger_db = config.ledger_for(config.job(BILLING_JOB))
@@ -91,7 +98,7 @@ def collect(scenario: Scenario) -> dict[str, Any]:
             ]
             for job in scenario.config.jobs.values()
             if job.schedule and job.name != BILLING_JOB
-        },  # fmt: skip
+        },
         "instances": counts,
         "stale_holders": _stale(snap),
         "duplicates": {
@@ -100,7 +107,7 @@ def collect(scenario: Scenario) -> dict[str, Any]:
             "groups": dup.groups,
             "surplus_rows": dup.surplus_rows,
             "has_unique_key": dup.has_unique_key,
-        },  # fmt: skip
+        },
         "alerts": [{"kind": a.kind, "job": a.job, "message": a.message} for a in snap.alerts],
         "errors": dict(snap.errors),
     }
@@ -108,15 +115,29 @@ def collect(scenario: Scenario) -> dict[str, Any]:
 
 def _night(report: SlotReport, scenario: Scenario) -> dict[str, Any]:
     live = report.slot >= scenario.first_slot
-    return {"slot": report.slot.isoformat(), "live": live, "status": report.status,
-            "acquired": report.acquired, "skipped": report.skipped,
-            "outcomes": [list(pair) for pair in report.outcomes]}  # fmt: skip
+    return {
+        "slot": report.slot.isoformat(),
+        "live": live,
+        "status": report.status,
+        "acquired": report.acquired,
+        "skipped": report.skipped,
+        "outcomes": [list(pair) for pair in report.outcomes],
+    }
 
 
 def _stale(snap: Snapshot) -> list[dict[str, Any]]:
-    return [{"job": h.job, "key": h.key, "pid": h.pid, "instance": h.instance,
-             "application_name": h.application_name, "stale": h.stale}
-            for h in snap.holders if h.stale]  # fmt: skip
+    return [
+        {
+            "job": h.job,
+            "key": h.key,
+            "pid": h.pid,
+            "instance": h.instance,
+            "application_name": h.application_name,
+            "stale": h.stale,
+        }
+        for h in snap.holders
+        if h.stale
+    ]
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -150,8 +171,11 @@ def render(summary: dict[str, Any]) -> str:
     if not summary["stale_holders"]:
         lines.append("  none")
     d = summary["duplicates"]
-    lines += ["", f"duplicates: {d['table']} has {d['groups']} duplicated "
-              f"({', '.join(d['key'])}) keys, {d['surplus_rows']} surplus rows"]  # fmt: skip
+    lines += [
+        "",
+        f"duplicates: {d['table']} has {d['groups']} duplicated "
+        f"({', '.join(d['key'])}) keys, {d['surplus_rows']} surplus rows",
+    ]
     lines += ["", "alerts:"] + [f"  [{a['kind']}] {a['message']}" for a in summary["alerts"]]
     for name, error in summary["errors"].items():
         lines.append(f"error on {name}: {error}")

@@ -62,8 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--instance", required=True)
     parser.add_argument("--first-slot", required=True, help="ISO time of the first firing")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     config = load_config(args.config)
     jobs = [job for job in config.jobs.values() if job.schedule]
     clock = AlignedClock(datetime.fromisoformat(args.first_slot))

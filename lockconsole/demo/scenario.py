@@ -79,10 +79,35 @@ INSERT_CLAIMS = """
     INSERT INTO billing_claims (tenant_id, period, instance, run_id, claimed_at)
     SELECT id, %(period)s, %(instance)s, %(run_id)s, %(at)s
     FROM tenants WHERE renewal_day = 1"""
-_WORDS = ("Acme", "Birch", "Cobalt", "Delta", "Ember", "Fjord", "Granite", "Harbor", "Iris",
-          "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orchid")  # fmt: skip
-_KINDS = ("Labs", "Logistics", "Health", "Studio", "Foods", "Energy", "Systems", "Retail",
-          "Legal", "Works")  # fmt: skip
+_WORDS = (
+    "Acme",
+    "Birch",
+    "Cobalt",
+    "Delta",
+    "Ember",
+    "Fjord",
+    "Granite",
+    "Harbor",
+    "Iris",
+    "Juniper",
+    "Kestrel",
+    "Lumen",
+    "Meridian",
+    "Nimbus",
+    "Orchid",
+)
+_KINDS = (
+    "Labs",
+    "Logistics",
+    "Health",
+    "Studio",
+    "Foods",
+    "Energy",
+    "Systems",
+    "Retail",
+    "Legal",
+    "Works",
+)
 _PLANS = (("starter", 2900), ("team", 9900), ("business", 29900))
 
 
@@ -172,8 +197,9 @@ def config_text(billing_url: str, night_seconds: int, mysql_url: str | None) -> 
     return "\n".join(lines) + "\n"
 
 
-def build(base_url: str, directory: Path, night_seconds: int, mysql_url: str | None,
-          now: datetime) -> Scenario:  # fmt: skip
+def build(
+    base_url: str, directory: Path, night_seconds: int, mysql_url: str | None, now: datetime
+) -> Scenario:
     """(Re)create the billing database and its history; write and load the config."""
     billing_url = database_url(base_url, DATABASE)
     if mysql_url:
@@ -263,9 +289,16 @@ def _seed(url: str, config: Config, slots: list[datetime]) -> None:
 def _run(slot: datetime, instance: str, offset: float, outcome: Outcome, **extra: Any) -> Run:
     """A scripted Run; `extra` sets more of its fields by name."""
     number = INSTANCES.index(instance) + 1
-    run = Run(job=BILLING_JOB, slot=slot, instance=instance, host=instance,
-              pid=4120 + number, trigger="scheduled", outcome=outcome,
-              started_at=slot + timedelta(seconds=offset))  # fmt: skip
+    run = Run(
+        job=BILLING_JOB,
+        slot=slot,
+        instance=instance,
+        host=instance,
+        pid=4120 + number,
+        trigger="scheduled",
+        outcome=outcome,
+        started_at=slot + timedelta(seconds=offset),
+    )
     return evolve(run, **extra)
 
 
@@ -286,19 +319,31 @@ def _fixed_night(conn: _Conn, ledger: Ledger, slot: datetime, n: int, key: str) 
         offset = 0.2 + 0.15 * ((i + n) % 3)
         if instance != winner:
             finished = slot + timedelta(seconds=offset + 0.06)
-            ledger.record(_run(slot, instance, offset + 0.05, "skipped", strategy="pg-session",
-                               lock_key=key, message=SKIP_HELD, finished_at=finished))  # fmt: skip
+            ledger.record(
+                _run(
+                    slot,
+                    instance,
+                    offset + 0.05,
+                    "skipped",
+                    strategy="pg-session",
+                    lock_key=key,
+                    message=SKIP_HELD,
+                    finished_at=finished,
+                )
+            )
             continue
-        run = ledger.record(_run(slot, instance, offset, "acquired", strategy="pg-session",
-                                 lock_key=key))  # fmt: skip
+        run = ledger.record(
+            _run(slot, instance, offset, "acquired", strategy="pg-session", lock_key=key)
+        )
         done = slot + timedelta(seconds=offset + 2.1)
         _charges(conn, slot, instance, run.id, done, claims=True)
         message = f"billed {RENEWING} tenants for {period_for(slot)}"
         ledger.finish(run, "succeeded", exit_code=0, message=message, finished_at=done)
 
 
-def _charges(conn: _Conn, slot: datetime, instance: str, run_id: int | None, at: datetime,
-             *, claims: bool) -> None:  # fmt: skip
+def _charges(
+    conn: _Conn, slot: datetime, instance: str, run_id: int | None, at: datetime, *, claims: bool
+) -> None:
     params = {"period": period_for(slot), "instance": instance, "run_id": run_id, "at": at}
     if claims:
         conn.execute(INSERT_CLAIMS, params)

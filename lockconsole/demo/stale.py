@@ -44,16 +44,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = load_config(args.config)
     job = config.job(REMINDERS_JOB)
-    lock = open_lock(job, config.database_for(job), instance=args.instance,
-                     application_name=application_name(job, args.instance))  # fmt: skip
+    lock = open_lock(
+        job,
+        config.database_for(job),
+        instance=args.instance,
+        application_name=application_name(job, args.instance),
+    )
     if not lock.acquire():
         print(f"{REMINDERS_JOB}: lock already held", file=sys.stderr, flush=True)
         return 3
     started = utcnow()
-    run = Run(job=job.name, slot=slot_for(job, started), instance=args.instance,
-              host=socket.gethostname(), pid=os.getpid(), trigger="scheduled",
-              outcome="acquired", started_at=started, session_id=lock.session_id,
-              strategy=job.strategy, lock_key=str(job.key))  # fmt: skip
+    run = Run(
+        job=job.name,
+        slot=slot_for(job, started),
+        instance=args.instance,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        trigger="scheduled",
+        outcome="acquired",
+        started_at=started,
+        session_id=lock.session_id,
+        strategy=job.strategy,
+        lock_key=str(job.key),
+    )
     with Ledger(config.ledger_for(job)) as ledger:
         run = ledger.record(run)
         ledger.finish(replace(run), "failed", exit_code=1, message=FAILURE)

@@ -189,8 +189,10 @@ class Attempt:
         finally:
             try:
                 if self.lock.release() is False and clean:
-                    log.warning("the lock of %s was gone at release (after the outcome was "
-                                "written)", self.job.name)  # fmt: skip
+                    log.warning(
+                        "the lock of %s was gone at release (after the outcome was written)",
+                        self.job.name,
+                    )
             except Exception as exc:
                 clean = False
                 log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
@@ -217,15 +219,22 @@ class Attempt:
             self.lost.set()
             end = utcnow()
             try:
-                self.ledger.update("extend_lost_run", {
-                    "id": self.run.id, "instance": self.run.instance, "pid": self.run.pid,
-                    "finished_at": end, "exit_code": exit_code,
-                })  # fmt: skip
+                self.ledger.update(
+                    "extend_lost_run",
+                    {
+                        "id": self.run.id,
+                        "instance": self.run.instance,
+                        "pid": self.run.pid,
+                        "finished_at": end,
+                        "exit_code": exit_code,
+                    },
+                )
             except DatabaseError as exc:
                 log.warning("could not add the real end of run %s: %s", self.run.id, exc)
             note = "another instance took the lock and closed this attempt as lock_lost"
-            return evolve(self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code,
-                          message=note)  # fmt: skip
+            return evolve(
+                self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code, message=note
+            )
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""

@@ -37,8 +37,13 @@ def resolve_callable(spec: str) -> Callable[..., Any]:
     return target
 
 
-def run_target(attempt: Attempt, target: Target, *, handle_signals: bool = True,
-               output: Callable[[str], None] | None = None) -> Run:  # fmt: skip
+def run_target(
+    attempt: Attempt,
+    target: Target,
+    *,
+    handle_signals: bool = True,
+    output: Callable[[str], None] | None = None,
+) -> Run:
     """Run `target` while the attempt holds the lock; record and return the finished Run.
 
     `output` receives a command's output line by line (default: it goes to our stdout).
@@ -50,8 +55,12 @@ def run_target(attempt: Attempt, target: Target, *, handle_signals: bool = True,
     return _run_command(attempt, list(target), handle_signals, output)
 
 
-def _run_command(attempt: Attempt, argv: list[str], handle_signals: bool,
-                 output: Callable[[str], None] | None = None) -> Run:  # fmt: skip
+def _run_command(
+    attempt: Attempt,
+    argv: list[str],
+    handle_signals: bool,
+    output: Callable[[str], None] | None = None,
+) -> Run:
     job = attempt.job
     command = Command(argv, output=output, grace=job.stop_grace)
 
@@ -111,8 +120,11 @@ def _accepts_argument(fn: Callable[..., Any]) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-               and p.default is p.empty for p in params)  # fmt: skip
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        and p.default is p.empty
+        for p in params
+    )
 
 
 @contextmanager

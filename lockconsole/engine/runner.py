@@ -85,10 +85,17 @@ def begin(
     if slot is None:
         slot = manual_slot(started) if trigger == "manual" else slot_for(job, started)
     base = Run(
-        job=job.name, slot=slot, instance=instance, host=_HOST, pid=os.getpid(),
-        trigger=trigger, outcome="skipped", started_at=started, strategy=job.strategy,
+        job=job.name,
+        slot=slot,
+        instance=instance,
+        host=_HOST,
+        pid=os.getpid(),
+        trigger=trigger,
+        outcome="skipped",
+        started_at=started,
+        strategy=job.strategy,
         lock_key=str(job.key),
-    )  # fmt: skip
+    )
     key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
     session = sessions.take(key) if sessions is not None else None
     if session is not None:
@@ -126,9 +133,13 @@ def begin(
                 reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
                 return _skipped(job, ledger, base, reason, lock, sessions, key)
         run = ledger.record(
-            evolve(base, outcome="acquired", session_id=lock.session_id,
-                    fencing_token=lock.fencing_token)
-        )  # fmt: skip
+            evolve(
+                base,
+                outcome="acquired",
+                session_id=lock.session_id,
+                fencing_token=lock.fencing_token,
+            )
+        )
     except BaseException:
         _close_quietly(lock)
         ledger.close()
@@ -147,8 +158,9 @@ def _open(job: Job, database: Database, instance: str) -> Lock:
     return open_lock(job, database, instance=instance, application_name=name)
 
 
-def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str,
-                started: datetime | None = None) -> Run | None:  # fmt: skip
+def _slot_claim(
+    ledger: Ledger, job: Job, slot: datetime, instance: str, started: datetime | None = None
+) -> Run | None:
     """The slot's claim, once attempts still marked "acquired" are closed as abandoned.
 
     We hold the lock now, so an earlier attempt of this slot that is still "acquired" no
@@ -171,8 +183,9 @@ def _slot_claim(ledger: Ledger, job: Job, slot: datetime, instance: str,
     return claim
 
 
-def _share_connection(job: Job, lock: Lock, ledger: Ledger, database: Database,
-                      ledger_database: Database) -> None:  # fmt: skip
+def _share_connection(
+    job: Job, lock: Lock, ledger: Ledger, database: Database, ledger_database: Database
+) -> None:
     """One attempt per process: let the ledger write on the lock's connection, saving a connect.
 
     Only for pg-session and mysql locks on the ledger's own database: their connection is
@@ -185,8 +198,15 @@ def _share_connection(job: Job, lock: Lock, ledger: Ledger, database: Database,
         ledger.borrow(lock.conn)  # type: ignore[attr-defined]
 
 
-def _skipped(job: Job, ledger: Ledger, base: Run, reason: str, lock: Lock,
-             sessions: SessionRegistry | None, key: tuple[Any, ...]) -> Attempt:  # fmt: skip
+def _skipped(
+    job: Job,
+    ledger: Ledger,
+    base: Run,
+    reason: str,
+    lock: Lock,
+    sessions: SessionRegistry | None,
+    key: tuple[Any, ...],
+) -> Attempt:
     """Record a skip; the lock (not held) and the ledger go back to `sessions` or are closed."""
     try:
         run = ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))

@@ -36,8 +36,14 @@ EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record 
 class Scheduler:
     """A cron loop over a set of jobs; stop() (or SIGTERM) ends it cleanly."""
 
-    def __init__(self, config: Config, jobs: Sequence[Job], *, instance: str,
-                 clock: Callable[[], datetime] = utcnow) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: Config,
+        jobs: Sequence[Job],
+        *,
+        instance: str,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self.config = config
         self.jobs = [j for j in jobs if j.schedule]
         self.instance = instance
@@ -142,8 +148,11 @@ class Scheduler:
             if self._stopped_at is not None:
                 left = self._stopped_at + grace - time.monotonic()
                 if left <= 0:
-                    log.warning("exiting with %d attempt(s) unfinished %.1f s after the stop",
-                                len(alive), grace)  # fmt: skip
+                    log.warning(
+                        "exiting with %d attempt(s) unfinished %.1f s after the stop",
+                        len(alive),
+                        grace,
+                    )
                     return
                 self._nap(min(left, 0.05))
             else:
@@ -159,8 +168,9 @@ class Scheduler:
                 pass
 
     def _fire(self, job: Job, slot: datetime) -> None:
-        thread = threading.Thread(target=self._attempt, args=(job, slot), daemon=True,
-                                  name=f"lockconsole-job-{job.name}")  # fmt: skip
+        thread = threading.Thread(
+            target=self._attempt, args=(job, slot), daemon=True, name=f"lockconsole-job-{job.name}"
+        )
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
@@ -180,13 +190,20 @@ class Scheduler:
             if target is None:
                 log.error("job %s has no command or callable; not fired", job.name)
                 return
-            attempt = begin(job, self.config.database_for(job), self.config.ledger_for(job),
-                            instance=self.instance, slot=slot,
-                            sessions=self.sessions, stop=stop)  # fmt: skip
+            attempt = begin(
+                job,
+                self.config.database_for(job),
+                self.config.ledger_for(job),
+                instance=self.instance,
+                slot=slot,
+                sessions=self.sessions,
+                stop=stop,
+            )
             run_target(attempt, target, handle_signals=False)
         except Stopped as exc:
-            log.info("job %s slot %s: %s before the lock was tried", job.name, slot.isoformat(),
-                     exc)  # fmt: skip
+            log.info(
+                "job %s slot %s: %s before the lock was tried", job.name, slot.isoformat(), exc
+            )
         except Exception as exc:  # one job's trouble must not stop the others
             log.error("job %s slot %s: %s", job.name, slot.isoformat(), exc)
         finally:

@@ -59,9 +59,17 @@ class Session:
 def session_key(job: Job, database: Database, ledger_database: Database, instance: str) -> tuple:
     """Everything that decides which lock a session takes and where it records."""
     return (
-        job.name, job.strategy, job.key.kind, str(job.key), job.lease_table, job.allow_pooler,
-        job.redis_prefix, database.url.raw, ledger_database.url.raw, instance,
-    )  # fmt: skip
+        job.name,
+        job.strategy,
+        job.key.kind,
+        str(job.key),
+        job.lease_table,
+        job.allow_pooler,
+        job.redis_prefix,
+        database.url.raw,
+        ledger_database.url.raw,
+        instance,
+    )
 
 
 class SessionRegistry:

@@ -67,9 +67,11 @@ class SocketWatcher:
             self._watches[fd] = watch
             if self._thread is None:
                 thread = threading.Thread(
-                    target=self._loop, args=(self._epoll,), name="lockconsole-sockets",
+                    target=self._loop,
+                    args=(self._epoll,),
+                    name="lockconsole-sockets",
                     daemon=True,
-                )  # fmt: skip
+                )
                 self._thread = thread
                 thread.start()
         return True

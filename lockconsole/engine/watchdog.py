@@ -39,8 +39,14 @@ log = logging.getLogger("lockconsole.engine.runner")
 class Watch:
     """One attempt's watch: `check()` every `interval` s until stop(); `on_lost()` on a False."""
 
-    def __init__(self, pool: WatchdogPool, interval: float, check: Callable[[], bool],
-                 on_lost: Callable[[], None], fd: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pool: WatchdogPool,
+        interval: float,
+        check: Callable[[], bool],
+        on_lost: Callable[[], None],
+        fd: int | None = None,
+    ) -> None:
         self.pool = pool
         self.fd = fd  # the lock connection's socket, watched by SOCKETS while this watch runs
         self.fired = False  # on_lost was called (by a periodic check or a socket event)
@@ -153,8 +159,14 @@ class WatchdogPool:
         self.idle_seconds = idle_seconds
         self._forget()
 
-    def watch(self, interval: float, *, check: Callable[[], bool],
-              on_lost: Callable[[], None], fd: int | None = None) -> Watch:  # fmt: skip
+    def watch(
+        self,
+        interval: float,
+        *,
+        check: Callable[[], bool],
+        on_lost: Callable[[], None],
+        fd: int | None = None,
+    ) -> Watch:
         """Start watching: `check` runs every `interval` seconds, the first time after about
         `interval` seconds (at most a quarter more), and at once whenever `fd` turns readable."""
         watch = Watch(self, interval, check, on_lost, fd)

@@ -49,9 +49,15 @@ class LockConsoleApp(App[int]):
     BINDINGS = app_bindings()
     COMMANDS = App.COMMANDS | {ActionsProvider}
 
-    def __init__(self, console: Any, *, read_only: bool = False, refresh: float | None = None,
-                 keymap: Mapping[str, str] | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        console: Any,
+        *,
+        read_only: bool = False,
+        refresh: float | None = None,
+        keymap: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.monochrome = nocolor.requested()  # before Textual's App takes NO_COLOR out
         super().__init__()
         self.facade = console  # the Console facade (App.console is Textual's rich Console)
@@ -108,8 +114,9 @@ class LockConsoleApp(App[int]):
         self._load_snapshot(self.snapshot, self.group_by, self.text_filter)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
-    def _load_snapshot(self, previous: Snapshot | None, group_by: GroupBy,
-                       text_filter: str) -> None:  # fmt: skip
+    def _load_snapshot(
+        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str
+    ) -> None:
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
@@ -131,8 +138,13 @@ class LockConsoleApp(App[int]):
         self.snapshot = snap
         for alert in snap.alerts:  # each new alert once, in the log (o shows it)
             # a stale holder's message counts up its idle time: the same alert all along
-            seen = (alert.kind, alert.job, alert.slot, alert.database,
-                    alert.message.split(" looks stale")[0])  # fmt: skip
+            seen = (
+                alert.kind,
+                alert.job,
+                alert.slot,
+                alert.database,
+                alert.message.split(" looks stale")[0],
+            )
             if seen not in self._alerts_seen:
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
@@ -143,8 +155,10 @@ class LockConsoleApp(App[int]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: refresh, release and trigger."""
         worker = event.worker
-        if worker.group == "refresh" and event.state in (WorkerState.SUCCESS,
-                                                         WorkerState.CANCELLED):  # fmt: skip
+        if worker.group == "refresh" and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.CANCELLED,
+        ):
             # only now may the next tick start a refresh: a worker that posted its snapshot
             # but has not ended yet would be cancelled by the next (exclusive) one
             self.refresh_started = None
@@ -236,7 +250,8 @@ class LockConsoleApp(App[int]):
         else:
             code = f" (exit {run.exit_code})" if run.exit_code is not None else ""
             text = f"trigger {run.job}: {run.outcome}{code}" + (
-                f": {run.message}" if run.message else "")  # fmt: skip
+                f": {run.message}" if run.message else ""
+            )
             self.log_line(text)
             self.notify(text, severity="error" if run.outcome != "succeeded" else "information")
         self._tick()
@@ -296,11 +311,23 @@ class LockConsoleApp(App[int]):
             log.add_class("-shown")
         log.write(shown(line))
 
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Every toast (the screens' too) shows its text as data: never markup, no controls."""
-        super().notify(fit(shown(message), TOAST_WIDTH), title=fit(shown(title), 80),
-                       severity=severity, timeout=timeout, markup=False)  # fmt: skip
+        super().notify(
+            fit(shown(message), TOAST_WIDTH),
+            title=fit(shown(title), 80),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def log_from_thread(self, line: str) -> None:
         try:
@@ -309,8 +336,13 @@ class LockConsoleApp(App[int]):
             pass
 
 
-def run_console(config_path: str | None = None, *, read_only: bool = False,
-                config: Any = None, console: Any = None) -> int:  # fmt: skip
+def run_console(
+    config_path: str | None = None,
+    *,
+    read_only: bool = False,
+    config: Any = None,
+    console: Any = None,
+) -> int:
     """Open the dashboard on a terminal; returns the exit code."""
     if console is None:
         from lockconsole.config.loader import load_config

@@ -31,39 +31,77 @@ class ConsoleAction:
 
 
 ACTIONS: tuple[ConsoleAction, ...] = (
-    ConsoleAction("trigger", "t", "trigger", "Trigger",
-                  "Trigger a locked run of the selected job now (asks first)", mutates=True),
-    ConsoleAction("release", "x", "release", "Release",
-                  "Force-release the selected lock holder (type its job name)", mutates=True),
-    ConsoleAction("duplicates", "d", "duplicates", "Dupes",
-                  "Inspect duplicate rows of the selected job's idempotency table"),
-    ConsoleAction("run_detail", "i", "run_detail", "Run",
-                  "Show the selected run with the other attempts of its slot", show=False),
-    ConsoleAction("timeline", "s", "timeline", "Slots",
-                  "Show the selected job's slot timeline", show=False),
-    ConsoleAction("filter", "slash", "filter", "Filter",
-                  "Filter holders and history by text (Esc clears)"),
-    ConsoleAction("group", "g", "group", "Group",
-                  "Group lock holders by job or by session"),
+    ConsoleAction(
+        "trigger",
+        "t",
+        "trigger",
+        "Trigger",
+        "Trigger a locked run of the selected job now (asks first)",
+        mutates=True,
+    ),
+    ConsoleAction(
+        "release",
+        "x",
+        "release",
+        "Release",
+        "Force-release the selected lock holder (type its job name)",
+        mutates=True,
+    ),
+    ConsoleAction(
+        "duplicates",
+        "d",
+        "duplicates",
+        "Dupes",
+        "Inspect duplicate rows of the selected job's idempotency table",
+    ),
+    ConsoleAction(
+        "run_detail",
+        "i",
+        "run_detail",
+        "Run",
+        "Show the selected run with the other attempts of its slot",
+        show=False,
+    ),
+    ConsoleAction(
+        "timeline", "s", "timeline", "Slots", "Show the selected job's slot timeline", show=False
+    ),
+    ConsoleAction(
+        "filter", "slash", "filter", "Filter", "Filter holders and history by text (Esc clears)"
+    ),
+    ConsoleAction("group", "g", "group", "Group", "Group lock holders by job or by session"),
     ConsoleAction("pause", "p", "pause", "Pause", "Pause or resume the automatic refresh"),
     ConsoleAction("refresh", "r", "refresh", "Refresh", "Refresh now", show=False),
     ConsoleAction("log", "o", "toggle_log", "Log", "Show or hide the output log", show=False),
-    ConsoleAction("focus_jobs", "1", "focus_pane('jobs')", "Jobs", "Go to the jobs pane",
-                  show=False),
-    ConsoleAction("focus_holders", "2", "focus_pane('holders')", "Holders",
-                  "Go to the lock holders pane", show=False),
-    ConsoleAction("focus_history", "3", "focus_pane('history')", "History",
-                  "Go to the run history pane", show=False),
+    ConsoleAction(
+        "focus_jobs", "1", "focus_pane('jobs')", "Jobs", "Go to the jobs pane", show=False
+    ),
+    ConsoleAction(
+        "focus_holders",
+        "2",
+        "focus_pane('holders')",
+        "Holders",
+        "Go to the lock holders pane",
+        show=False,
+    ),
+    ConsoleAction(
+        "focus_history",
+        "3",
+        "focus_pane('history')",
+        "History",
+        "Go to the run history pane",
+        show=False,
+    ),
     # the app shows the help (it knows every binding), from the dashboard only
     ConsoleAction("help", "question_mark", "app.help", "Help", "Show every key"),
     ConsoleAction("quit", "q", "quit", "Quit", "Quit the console", scope="app"),
-)  # fmt: skip
+)
 MUTATING = frozenset(a.name for a in ACTIONS if a.mutates)
 
 
 def _bindings(scope: str) -> list[BindingType]:
-    return [Binding(a.key, a.action, a.label, show=a.show, id=a.id) for a in ACTIONS
-            if a.scope == scope]  # fmt: skip
+    return [
+        Binding(a.key, a.action, a.label, show=a.show, id=a.id) for a in ACTIONS if a.scope == scope
+    ]
 
 
 def dashboard_bindings() -> list[BindingType]:

@@ -22,10 +22,21 @@ HISTORY_COLUMNS = ("SLOT", "JOB", "SLOT STATUS", "INSTANCE", "OUTCOME", "TOOK", 
 HISTORY_LIMIT = 300
 BANNER_WIDTH = 400  # terminal cells of one database error in the banner
 BAD = {"double_run", "missed", "lock_lost", "failed"}
-STATUS_TEXT = {"double_run": "DOUBLE RUN", "missed": "MISSED", "lock_lost": "LOCK LOST",
-               "failed": "FAILED", "running": "running", "ok": "ok"}  # fmt: skip
-OUTCOME_STYLE = {"failed": "bold red", "lock_lost": "bold red", "acquired": "cyan",
-                 "skipped": "dim", "succeeded": "green"}  # fmt: skip
+STATUS_TEXT = {
+    "double_run": "DOUBLE RUN",
+    "missed": "MISSED",
+    "lock_lost": "LOCK LOST",
+    "failed": "FAILED",
+    "running": "running",
+    "ok": "ok",
+}
+OUTCOME_STYLE = {
+    "failed": "bold red",
+    "lock_lost": "bold red",
+    "acquired": "cyan",
+    "skipped": "dim",
+    "succeeded": "green",
+}
 
 
 def job_rows(snapshot: Snapshot, now: datetime) -> list[tuple[str, list[str | Text]]]:
@@ -41,10 +52,15 @@ def _last(s: JobStatus, report: SlotReport | None, now: datetime) -> str | Text:
     if report is not None:
         got = [i for i, outcome in report.outcomes if outcome != "skipped"]
         who = f" {','.join(got)}" if got and report.status != "double_run" else ""
-        style = "bold red" if report.status in BAD else ("cyan" if report.status == "running"
-                                                         else "green")  # fmt: skip
-        return Text(f"{STATUS_TEXT.get(report.status, report.status)}{who} "
-                    f"{age(report.slot, now)} ago", style=style)  # fmt: skip
+        style = (
+            "bold red"
+            if report.status in BAD
+            else ("cyan" if report.status == "running" else "green")
+        )
+        return Text(
+            f"{STATUS_TEXT.get(report.status, report.status)}{who} {age(report.slot, now)} ago",
+            style=style,
+        )
     if s.last_run is None:
         return Text("never", style="dim")
     r = s.last_run
@@ -61,8 +77,15 @@ def _job_cells(s: JobStatus, report: SlotReport | None, now: datetime) -> list[s
         holder = Text(f"{who}{pid}", style="bold red" if h.stale else "bold")
     last = _last(s, report, now)
     nxt = f"{when(s.next_fire, now)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
-    return [job.name, holder, last, nxt, job.schedule or "-", f"{job.strategy} {job.key}",
-            job.database]  # fmt: skip
+    return [
+        job.name,
+        holder,
+        last,
+        nxt,
+        job.schedule or "-",
+        f"{job.strategy} {job.key}",
+        job.database,
+    ]
 
 
 Row = tuple[str, list[str | Text]]
@@ -80,21 +103,41 @@ def history_rows(
     rows: list[Row] = []
     runs_of: dict[str, tuple[Run, list[Run]]] = {}
     for report in sorted(snapshot.slots, key=lambda s: s.slot, reverse=True):
-        status = Text(STATUS_TEXT.get(report.status, report.status),
-                      style="bold red" if report.status in BAD else "")  # fmt: skip
-        slot_runs = sorted(by_slot.get((report.job, report.slot), []),
-                           key=lambda r: (r.started_at, r.id or 0))  # fmt: skip
+        status = Text(
+            STATUS_TEXT.get(report.status, report.status),
+            style="bold red" if report.status in BAD else "",
+        )
+        slot_runs = sorted(
+            by_slot.get((report.job, report.slot), []), key=lambda r: (r.started_at, r.id or 0)
+        )
         if not slot_runs:
-            cells: list[str | Text] = [when(report.slot, now), report.job, status, "-", "-", "-",
-                                       "no instance took the lock"]  # fmt: skip
+            cells: list[str | Text] = [
+                when(report.slot, now),
+                report.job,
+                status,
+                "-",
+                "-",
+                "-",
+                "no instance took the lock",
+            ]
             rows.append((f"missed:{report.job}:{report.slot.isoformat()}", cells))
         for run in slot_runs:
-            key = f"run:{run.id}" if run.id is not None else (
-                f"run:{run.job}:{run.instance}:{run.started_at.isoformat()}")  # fmt: skip
+            key = (
+                f"run:{run.id}"
+                if run.id is not None
+                else (f"run:{run.job}:{run.instance}:{run.started_at.isoformat()}")
+            )
             outcome = Text(run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
             took = duration(run.started_at, run.finished_at)
-            cells = [when(report.slot, now), report.job, status, run.instance, outcome, took,
-                     run.message or ""]  # fmt: skip
+            cells = [
+                when(report.slot, now),
+                report.job,
+                status,
+                run.instance,
+                outcome,
+                took,
+                run.message or "",
+            ]
             rows.append((key, cells))
             runs_of[key] = (run, slot_runs)
         if len(rows) >= HISTORY_LIMIT:
@@ -104,9 +147,18 @@ def history_rows(
     return rows, runs_of
 
 
-def status_text(databases: Iterable[str], errors: Mapping[str, str], *, loaded: bool,
-                data_age: str, refresh: float, paused: bool, read_only: bool,
-                busy: float | None, alerts: int) -> Text:  # fmt: skip
+def status_text(
+    databases: Iterable[str],
+    errors: Mapping[str, str],
+    *,
+    loaded: bool,
+    data_age: str,
+    refresh: float,
+    paused: bool,
+    read_only: bool,
+    busy: float | None,
+    alerts: int,
+) -> Text:
     """The one status line: each database's state, data age, refresh, badges."""
     text = Text()
     for name in map(shown, databases):
@@ -141,8 +193,10 @@ def banner_text(errors: Mapping[str, str], last_good: datetime | None, now: date
     if last_good is None:
         text.append("no data yet; retrying on every refresh")
     else:
-        text.append(f"showing the last good data, from {last_good:%H:%M:%S} UTC "
-                    f"({age(last_good, now)} old); retrying on every refresh")  # fmt: skip
+        text.append(
+            f"showing the last good data, from {last_good:%H:%M:%S} UTC "
+            f"({age(last_good, now)} old); retrying on every refresh"
+        )
     return text
 
 

@@ -72,17 +72,37 @@ def sample_config() -> Config:
     return parse_config(SAMPLE_CONFIG, "sample.toml", {"BILLING_PASSWORD": "not-shown"})
 
 
-def _run(rid: int, job: str, slot: datetime, instance: str, outcome: Outcome, start_s: float,
-         took_s: float | None, **extra: Any) -> Run:  # fmt: skip
+def _run(
+    rid: int,
+    job: str,
+    slot: datetime,
+    instance: str,
+    outcome: Outcome,
+    start_s: float,
+    took_s: float | None,
+    **extra: Any,
+) -> Run:
     started = slot + timedelta(seconds=start_s)
     finished = None if took_s is None else started + timedelta(seconds=took_s)
     code = {"succeeded": 0, "failed": 1}.get(outcome)
-    return Run(job=job, slot=slot, instance=instance, host=instance, pid=4000 + rid,
-               trigger=extra.pop("trigger", "scheduled"), outcome=outcome, started_at=started,
-               finished_at=finished, exit_code=extra.pop("exit_code", code),
-               message=extra.pop("message", None), session_id=extra.pop("session_id", 9000 + rid),
-               strategy=extra.pop("strategy", "pg-session"), lock_key=extra.pop("lock_key", "4242"),
-               id=rid, **extra)  # fmt: skip
+    return Run(
+        job=job,
+        slot=slot,
+        instance=instance,
+        host=instance,
+        pid=4000 + rid,
+        trigger=extra.pop("trigger", "scheduled"),
+        outcome=outcome,
+        started_at=started,
+        finished_at=finished,
+        exit_code=extra.pop("exit_code", code),
+        message=extra.pop("message", None),
+        session_id=extra.pop("session_id", 9000 + rid),
+        strategy=extra.pop("strategy", "pg-session"),
+        lock_key=extra.pop("lock_key", "4242"),
+        id=rid,
+        **extra,
+    )
 
 
 def sample_runs() -> list[Run]:
@@ -93,16 +113,37 @@ def sample_runs() -> list[Run]:
         for i, instance in enumerate(INSTANCES):
             rid += 1
             if day == 27:  # before the lock: every instance billed every tenant
-                runs.append(_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3 * i,
-                                 612 + 9 * i))  # fmt: skip
+                runs.append(
+                    _run(rid, "nightly_billing", slot, instance, "succeeded", 0.3 * i, 612 + 9 * i)
+                )
             elif day == 29 and i == 0:  # tonight: web-1 is still billing
-                runs.append(_run(rid, "nightly_billing", slot, instance, "acquired", 0.3, None,
-                                 session_id=31001))  # fmt: skip
+                runs.append(
+                    _run(
+                        rid,
+                        "nightly_billing",
+                        slot,
+                        instance,
+                        "acquired",
+                        0.3,
+                        None,
+                        session_id=31001,
+                    )
+                )
             elif i == 0:
                 runs.append(_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3, 598))
             else:
-                runs.append(_run(rid, "nightly_billing", slot, instance, "skipped", 0.3 + 0.4 * i,
-                                 0.01, message="lock held by another session"))  # fmt: skip
+                runs.append(
+                    _run(
+                        rid,
+                        "nightly_billing",
+                        slot,
+                        instance,
+                        "skipped",
+                        0.3 + 0.4 * i,
+                        0.01,
+                        message="lock held by another session",
+                    )
+                )
     nights: tuple[tuple[int, Outcome], ...] = (
         (22, "succeeded"),
         (23, "lock_lost"),
@@ -113,14 +154,38 @@ def sample_runs() -> list[Run]:
         day = 28 if hour >= 22 else 29
         slot = datetime(2026, 11, day, hour, 30, tzinfo=UTC)
         rid += 1
-        message = {"lock_lost": "lock or its connection went away",
-                   "failed": "exited with code 1"}.get(outcome)  # fmt: skip
-        runs.append(_run(rid, "invoice_reminders", slot, INSTANCES[hour % 3], outcome, 0.2, 41,
-                         strategy="pg-xact", lock_key="-6532131512351921",
-                         message=message))  # fmt: skip
+        message = {
+            "lock_lost": "lock or its connection went away",
+            "failed": "exited with code 1",
+        }.get(outcome)
+        runs.append(
+            _run(
+                rid,
+                "invoice_reminders",
+                slot,
+                INSTANCES[hour % 3],
+                outcome,
+                0.2,
+                41,
+                strategy="pg-xact",
+                lock_key="-6532131512351921",
+                message=message,
+            )
+        )
     rid += 1
-    runs.append(_run(rid, "report_export", datetime(2026, 11, 28, 3, 0, tzinfo=UTC), "web-2",
-                     "succeeded", 0.5, 95, strategy="mysql", lock_key="report_export"))  # fmt: skip
+    runs.append(
+        _run(
+            rid,
+            "report_export",
+            datetime(2026, 11, 28, 3, 0, tzinfo=UTC),
+            "web-2",
+            "succeeded",
+            0.5,
+            95,
+            strategy="mysql",
+            lock_key="report_export",
+        )
+    )
     runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
     return runs
 
@@ -155,7 +220,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             held_since=since,
             instance="web-1",
             run_id=810,
-        ),  # fmt: skip
+        ),
         advisory(
             key="4242",
             job="nightly_billing",
@@ -169,7 +234,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             state="active",
             state_since=now - timedelta(minutes=2),
             query="select pg_advisory_lock(4242)",
-        ),  # fmt: skip
+        ),
         advisory(
             key="31337",
             job=None,
@@ -183,7 +248,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             state_since=now - timedelta(minutes=14),
             query="select pg_advisory_lock(31337)",
             stale="idle for 14m with no running run in the ledger",
-        ),  # fmt: skip
+        ),
         Holder(
             database="reports",
             kind="user_lock",
@@ -199,7 +264,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             state_since=now - timedelta(seconds=40),
             held_since=now - timedelta(seconds=40),
             query=None,
-        ),  # fmt: skip
+        ),
         Holder(
             database="billing",
             kind="lease",
@@ -213,7 +278,7 @@ def sample_holders(now: datetime = FROZEN_NOW) -> list[Holder]:
             locked_by="web-3",
             fencing_token=57,
             instance="web-3",
-        ),  # fmt: skip
+        ),
     ]
 
 
@@ -235,14 +300,16 @@ def many_holders(count: int, sessions: int = 50) -> list[Holder]:
             state="idle",
             state_since=base,
             backend_start=base,
-        )  # fmt: skip
+        )
         for i in range(count)
     ]
 
 
 def sample_duplicates() -> list[DuplicateGroup]:
-    return [DuplicateGroup(key=(tenant, "2026-11"), count=3, run_ids=(801, 802, 803))
-            for tenant in range(1001, 1121)]  # fmt: skip
+    return [
+        DuplicateGroup(key=(tenant, "2026-11"), count=3, run_ids=(801, 802, 803))
+        for tenant in range(1001, 1121)
+    ]
 
 
 def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
@@ -252,19 +319,32 @@ def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
     jobs = list(config.jobs.values())
     runs = sample_runs()
     holders = sample_holders(now)
-    reports = slot_reports(jobs, runs, now=now, lookback=timedelta(days=3),
-                           grace=timedelta(minutes=5))  # fmt: skip
+    reports = slot_reports(
+        jobs, runs, now=now, lookback=timedelta(days=3), grace=timedelta(minutes=5)
+    )
     found = alerts(reports, holders, {"nightly_billing": (120, 240)}, jobs=jobs)
     status = tuple(
-        JobStatus(j, next_fire(j, now), next((h for h in holders if h.job == j.name and h.granted),
-                                             None),
-                  next((r for r in runs if r.job == j.name), None))
+        JobStatus(
+            j,
+            next_fire(j, now),
+            next((h for h in holders if h.job == j.name and h.granted), None),
+            next((r for r in runs if r.job == j.name), None),
+        )
         for j in jobs
-    )  # fmt: skip
-    return Snapshot(taken_at=now, jobs=status, holders=tuple(holders), runs=tuple(runs),
-                    slots=tuple(reports), alerts=tuple(found),
-                    sources=(("billing", "pg_locks"), ("billing:shedlock", "shedlock"),
-                             ("reports", "METADATA_LOCK_INFO")))  # fmt: skip
+    )
+    return Snapshot(
+        taken_at=now,
+        jobs=status,
+        holders=tuple(holders),
+        runs=tuple(runs),
+        slots=tuple(reports),
+        alerts=tuple(found),
+        sources=(
+            ("billing", "pg_locks"),
+            ("billing:shedlock", "shedlock"),
+            ("reports", "METADATA_LOCK_INFO"),
+        ),
+    )
 
 
 class SampleConsole:
@@ -291,17 +371,19 @@ class SampleConsole:
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
 
-    def find_holders(self, *, pid: int | None = None, job: str | None = None,
-                     database: str | None = None) -> list[Holder]:  # fmt: skip
+    def find_holders(
+        self, *, pid: int | None = None, job: str | None = None, database: str | None = None
+    ) -> list[Holder]:
         with self._lock:
             holders = self._snapshot.holders
         return [
-            h for h in holders
+            h
+            for h in holders
             if h.granted
             and (pid is None or h.pid == pid)
             and (job is None or h.job == job)
             and (database is None or h.database == database)
-        ]  # fmt: skip
+        ]
 
     def release(self, holder: Holder) -> ReleaseResult:
         from lockconsole.console.facade import ReadOnlyError
@@ -314,8 +396,14 @@ class SampleConsole:
             self._snapshot = replace(self._snapshot, holders=kept)
         return ReleaseResult("released", f"pid {holder.pid} terminated in 12 ms", holder)
 
-    def trigger(self, job_name: str, *, output: Callable[[str], None] | None = None,
-                instance: str | None = None, stop: Stop | None = None) -> Run:  # fmt: skip
+    def trigger(
+        self,
+        job_name: str,
+        *,
+        output: Callable[[str], None] | None = None,
+        instance: str | None = None,
+        stop: Stop | None = None,
+    ) -> Run:
         from lockconsole.console.facade import ReadOnlyError
 
         if self.read_only:
@@ -324,8 +412,9 @@ class SampleConsole:
         for line in ("billing 120 tenants", "charged 120, skipped 0 (already invoiced)"):
             if output:
                 output(line)
-        return _run(999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3,
-                    trigger="manual")  # fmt: skip
+        return _run(
+            999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
+        )
 
     def duplicate_summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends.duplicates import DuplicateSummary
@@ -341,14 +430,24 @@ class SampleConsole:
 
     def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
         tenant, period = key
-        return [{"id": 5000 + i, "tenant_id": tenant, "period": period, "amount": "49.00",
-                 "run_id": 801 + i} for i in range(3)]  # fmt: skip
+        return [
+            {
+                "id": 5000 + i,
+                "tenant_id": tenant,
+                "period": period,
+                "amount": "49.00",
+                "run_id": 801 + i,
+            }
+            for i in range(3)
+        ]
 
     def duplicate_ddl(self, job: str) -> str:
         spec = self.config.job(job).idempotency or Idempotency("invoices", ("tenant_id", "period"))
-        return (f"-- remove the 240 surplus rows of the 120 duplicated keys first\n"
-                f"ALTER TABLE {spec.table} ADD CONSTRAINT {spec.table}_{'_'.join(spec.key)}_key "
-                f"UNIQUE ({', '.join(spec.key)});")  # fmt: skip
+        return (
+            f"-- remove the 240 surplus rows of the 120 duplicated keys first\n"
+            f"ALTER TABLE {spec.table} ADD CONSTRAINT {spec.table}_{'_'.join(spec.key)}_key "
+            f"UNIQUE ({', '.join(spec.key)});"
+        )
 
     def export_duplicates(self, job: str, path: str) -> int:
         import csv

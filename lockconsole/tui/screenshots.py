@@ -43,8 +43,13 @@ async def _shoot(folder: Path, name: str, keys: tuple[str, ...], size: tuple[int
         for key in keys:
             if key == "stale-holder":  # put the cursor on the stale psql session
                 view = app.query_one(HoldersView)
-                view._move(next(i for i, r in enumerate(view.model.rows)
-                                if r.holder is not None and r.holder.stale))  # fmt: skip
+                view._move(
+                    next(
+                        i
+                        for i, r in enumerate(view.model.rows)
+                        if r.holder is not None and r.holder.stale
+                    )
+                )
             else:
                 await pilot.press(key)
             await _settle(app, pilot)

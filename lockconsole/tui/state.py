@@ -37,10 +37,12 @@ def carry_over(previous: Snapshot | None, new: Snapshot, config: Any) -> Snapsho
     )
     lost_ledgers = {name for name in failed if name}
     kept_runs = [r for r in previous.runs if ledger_of(r.job) in lost_ledgers]
-    runs = sorted([*(r for r in new.runs if ledger_of(r.job) not in lost_ledgers), *kept_runs],
-                  key=lambda r: (r.started_at, r.id or 0), reverse=True)  # fmt: skip
+    runs = sorted(
+        [*(r for r in new.runs if ledger_of(r.job) not in lost_ledgers), *kept_runs],
+        key=lambda r: (r.started_at, r.id or 0),
+        reverse=True,
+    )
     slots = [s for s in new.slots if ledger_of(s.job) not in lost_ledgers]
     slots += [s for s in previous.slots if ledger_of(s.job) in lost_ledgers]
     slots.sort(key=lambda s: s.slot, reverse=True)
-    return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs),
-                   slots=tuple(slots))  # fmt: skip
+    return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs), slots=tuple(slots))

@@ -47,8 +47,13 @@ def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, cou
     """Charge every tenant once for `period`; the lock's run id and token go on the invoice."""
     for tenant in range(tenants):
         attempt.check()  # LockLostError once the watchdog saw the lock go
-        row = {"tenant_id": tenant, "period": period, "run_id": attempt.run.id,
-               "token": attempt.run.fencing_token, "instance": attempt.run.instance}  # fmt: skip
+        row = {
+            "tenant_id": tenant,
+            "period": period,
+            "run_id": attempt.run.id,
+            "token": attempt.run.fencing_token,
+            "instance": attempt.run.instance,
+        }
         if _claim_retrying(conn, table, row):
             counts["charged"] += 1
         else:
@@ -127,10 +132,16 @@ def _main(args: argparse.Namespace) -> int:
     conn = AppDatabase(url, f"billing@{args.instance}")
     if args.slot:
         slot = datetime.fromisoformat(args.slot)
-        run, counts = attempt_once(config, args.job, args.instance, args.table, slot,
-                                   args.tenants, args.delay, conn)  # fmt: skip
-        out = {"outcome": run.outcome, "id": run.id, "token": run.fencing_token,
-               "message": run.message, **counts}  # fmt: skip
+        run, counts = attempt_once(
+            config, args.job, args.instance, args.table, slot, args.tenants, args.delay, conn
+        )
+        out = {
+            "outcome": run.outcome,
+            "id": run.id,
+            "token": run.fencing_token,
+            "message": run.message,
+            **counts,
+        }
         print(json.dumps(out), flush=True)
         return exit_code_for(run)
     t0, period, count = args.soak
@@ -156,8 +167,9 @@ def _main(args: argparse.Namespace) -> int:
         for when in (0.0, args.retry) if args.retry else (0.0,):
             if when:
                 time.sleep(when)
-            run, counts = attempt_once(config, args.job, args.instance, args.table, slot,
-                                       args.tenants, delay, conn)  # fmt: skip
+            run, counts = attempt_once(
+                config, args.job, args.instance, args.table, slot, args.tenants, delay, conn
+            )
             print(
                 json.dumps(
                     {

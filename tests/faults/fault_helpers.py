@@ -24,8 +24,14 @@ WORKER = HERE / "billing_worker.py"
 
 def job_config(path: Path, url: str, job: str, strategy: str, **extra: object) -> Path:
     """A one-job lockconsole.toml; extra keys go into the job's table as TOML values."""
-    lines = ["[databases.main]", f"url = {json.dumps(url)}", f"[jobs.{job}]",
-             'database = "main"', f'strategy = "{strategy}"', 'schedule = "* * * * *"']  # fmt: skip
+    lines = [
+        "[databases.main]",
+        f"url = {json.dumps(url)}",
+        f"[jobs.{job}]",
+        'database = "main"',
+        f'strategy = "{strategy}"',
+        'schedule = "* * * * *"',
+    ]
     for k, v in extra.items():
         value = json.dumps(v) if isinstance(v, str) else str(v).lower()
         lines.append(f"{k} = {value}")
@@ -44,8 +50,11 @@ def worker_env() -> dict[str, str]:
 def start_worker(config: Path, job: str, instance: str, table: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(config), job, instance, table, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=worker_env(),
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, dict[str, Any], str]:

@@ -54,13 +54,33 @@ def _env(config: Path, barrier: Barrier | None = None) -> dict[str, str]:
     return env
 
 
-def _run(config: Path, job: str, instance: str, barrier: Barrier | None = None,
-         cmd: tuple[str, ...] = ("true",)) -> subprocess.Popen:  # fmt: skip
+def _run(
+    config: Path,
+    job: str,
+    instance: str,
+    barrier: Barrier | None = None,
+    cmd: tuple[str, ...] = ("true",),
+) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "lockconsole", "run", job, "--instance", instance, "--slot", SLOT,
-         "--json", "--", *cmd],
-        env=_env(config, barrier), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "lockconsole",
+            "run",
+            job,
+            "--instance",
+            instance,
+            "--slot",
+            SLOT,
+            "--json",
+            "--",
+            *cmd,
+        ],
+        env=_env(config, barrier),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _done(proc: subprocess.Popen) -> tuple[int, dict[str, Any], str]:
@@ -80,15 +100,21 @@ def _sql(conn: Any, dialect: str, sql: str, *params: Any) -> list[tuple[Any, ...
 
 
 def _acquired(config: Path, job: str) -> Any:
-    return wait_for(lambda: next((r for r in runs_of(config, job) if r.outcome == "acquired"),
-                                 None), what="the acquired attempt")  # fmt: skip
+    return wait_for(
+        lambda: next((r for r in runs_of(config, job) if r.outcome == "acquired"), None),
+        what="the acquired attempt",
+    )
 
 
 def _lose(conn: Any, dialect: str, strategy: str, run: Any, table: str) -> None:
     """The holder loses its lock: its session is ended, or its lease runs out."""
     if strategy == "lease":
-        _sql(conn, dialect, f"update {table} set lock_until = locked_at where locked_by = %s",
-             run.instance)  # fmt: skip
+        _sql(
+            conn,
+            dialect,
+            f"update {table} set lock_until = locked_at where locked_by = %s",
+            run.instance,
+        )
     elif dialect == "mysql":
         _sql(conn, dialect, f"KILL CONNECTION {int(run.session_id)}")
     else:
@@ -129,8 +155,9 @@ def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, w
 
 
 @pytest.mark.parametrize(("strategy", "which"), [c for c in CASES if c[0] != "lease"])
-def test_a_terminated_session_alone_is_lock_lost_without_log_noise(db, tmp_path, uid, strategy,
-                                                                   which):  # type: ignore[no-untyped-def]  # fmt: skip
+def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
+    db, tmp_path, uid, strategy, which
+):  # type: ignore[no-untyped-def]
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -150,8 +177,7 @@ def _check(config: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy,
-                                                               which):  # type: ignore[no-untyped-def]  # fmt: skip
+def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -218,8 +244,7 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy,
-                                                     which):  # type: ignore[no-untyped-def]  # fmt: skip
+def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
     limited, admin = insert_only(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, limited, job, strategy, uid)

@@ -83,8 +83,9 @@ def _kill_session(conn: Any, dialect: str, session_id: int) -> None:
         assert conn.execute("select pg_terminate_backend(%s, 5000)", (session_id,)).fetchone()[0]
 
 
-@pytest.mark.parametrize(("strategy", "db"), [("pg-session", "pg"), ("pg-xact", "pg"),
-                                              ("mysql", "mysql")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("strategy", "db"), [("pg-session", "pg"), ("pg-xact", "pg"), ("mysql", "mysql")]
+)
 def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
     """pg_terminate_backend / KILL CONNECTION on the holder: lock_lost, then a takeover."""
     config, job, table, conn, dialect = setting(strategy, db)
@@ -103,12 +104,15 @@ def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
     rows = _assert_every_tenant_once(conn, dialect, table)
     assert {r[2] for r in rows} == {holder.id, out_b["id"]}
     runs = runs_of(config, job)
-    assert [(r.instance, r.outcome) for r in runs] == [("web-1", "lock_lost"),
-                                                      ("web-2", "succeeded")]  # fmt: skip
+    assert [(r.instance, r.outcome) for r in runs] == [
+        ("web-1", "lock_lost"),
+        ("web-2", "succeeded"),
+    ]
 
 
-@pytest.mark.parametrize(("strategy", "db"), [("pg-session", "pg"), ("mysql", "mysql"),
-                                              ("lease", "pg")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("strategy", "db"), [("pg-session", "pg"), ("mysql", "mysql"), ("lease", "pg")]
+)
 def test_holder_process_kill9_mid_run(setting, strategy: str, db: str) -> None:
     """kill -9 of the holder: a session lock is free at once; a lease stays until max_duration."""
     # a lease long enough that web-2 surely starts inside it, even on a loaded machine
@@ -125,8 +129,12 @@ def test_holder_process_kill9_mid_run(setting, strategy: str, db: str) -> None:
         assert (code, out.get("outcome")) == (3, "skipped"), (code, out, err)
         assert "lock held" in out["message"]
         lease_table = f"shedlock_{job.removeprefix('billing_')}"
-        wait_for(lambda: conn.execute(f"select lock_until <= now() from {lease_table}").fetchone()
-                 == (True,), what="the dead holder's lease to expire (database clock)")  # fmt: skip
+        wait_for(
+            lambda: (
+                conn.execute(f"select lock_until <= now() from {lease_table}").fetchone() == (True,)
+            ),
+            what="the dead holder's lease to expire (database clock)",
+        )
     b = start_worker(config, job, "web-3", table, *FAST)
     code, out_b, err = finish(b)
     assert (code, out_b.get("outcome")) == (0, "succeeded"), (code, out_b, err)
@@ -155,9 +163,11 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
     proxied = pg_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{proxy.port}")
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
-    text = (f'[lockconsole]\nledger_database = "direct"\n[databases.main]\nurl = "{proxied}"\n'
-            f'[databases.direct]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "main"\n'
-            'strategy = "pg-session"\nwatchdog_interval = 0.1\n')  # fmt: skip
+    text = (
+        f'[lockconsole]\nledger_database = "direct"\n[databases.main]\nurl = "{proxied}"\n'
+        f'[databases.direct]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "main"\n'
+        'strategy = "pg-session"\nwatchdog_interval = 0.1\n'
+    )
     refused = tmp_path / "refused.toml"
     refused.write_text(text)
     config = tmp_path / "lockconsole.toml"
@@ -173,9 +183,14 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
         code, out, err = finish(a)
         assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
         assert "running anyway because allow_pooler = true" in err
-        wait_for(lambda: not pg_conn.execute("select 1 from pg_stat_activity where pid = %s",
-                                             (holder.session_id,)).fetchone(),
-                 what="the server to end the cut session")  # fmt: skip
+        wait_for(
+            lambda: (
+                not pg_conn.execute(
+                    "select 1 from pg_stat_activity where pid = %s", (holder.session_id,)
+                ).fetchone()
+            ),
+            what="the server to end the cut session",
+        )
     finally:
         proxy.close()
     direct = tmp_path / "direct.toml"

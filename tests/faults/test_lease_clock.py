@@ -28,8 +28,9 @@ def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
 
     def make(**extra: object):  # type: ignore[no-untyped-def]
         extra.setdefault("lease_table", f"shedlock_{uid}")
-        config = job_config(tmp_path / "lockconsole.toml", pg_url, f"billing_{uid}", "lease",
-                            **extra)  # fmt: skip
+        config = job_config(
+            tmp_path / "lockconsole.toml", pg_url, f"billing_{uid}", "lease", **extra
+        )
         return config, f"billing_{uid}", table
 
     yield make
@@ -41,11 +42,12 @@ def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-unt
     """An instance whose clock runs an hour ahead still sees the lease held (DB clock)."""
     config, job, table = lease(max_duration="60s", watchdog_interval=0.1)
     # web-1 holds the lease for 20 x 1 s: far longer than three skewed workers take to start
-    a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", "20",
-                     "--delay", "1")  # fmt: skip
+    a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", "20", "--delay", "1")
     wait_for(lambda: acquired_run(config, job), what="the holder")
-    skewed = {s: start_worker(config, job, f"skew{s}", table, "--slot", SLOT, "--skew", s)
-              for s in ("3600", "-3600", "86400")}  # fmt: skip
+    skewed = {
+        s: start_worker(config, job, f"skew{s}", table, "--slot", SLOT, "--skew", s)
+        for s in ("3600", "-3600", "86400")
+    }
     for skew, proc in skewed.items():
         code, out, err = finish(proc)
         assert (code, out.get("outcome")) == (3, "skipped"), (skew, out, err)
@@ -59,13 +61,17 @@ def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_
     """A 0.1 s job with min_hold = 8s: an instance firing 1 s late (clock 1 s behind) skips,
     even without the ledger's once_per_slot check (ShedLock's lockAtLeastFor alone)."""
     config, job, table = lease(max_duration="30s", min_hold="8s", once_per_slot=once_per_slot)
-    code, out, _ = finish(start_worker(config, job, "web-1", table, "--slot", SLOT,
-                                       "--tenants", "2", "--delay", "0.05"))  # fmt: skip
+    code, out, _ = finish(
+        start_worker(
+            config, job, "web-1", table, "--slot", SLOT, "--tenants", "2", "--delay", "0.05"
+        )
+    )
     assert (code, out["outcome"]) == (0, "succeeded")
     lease_left = pg_conn.execute(f"select lock_until > now() from shedlock_{job.split('_')[1]}")
     assert lease_left.fetchone() == (True,), "the job returned; the lease stays (database clock)"
-    code, late, _ = finish(start_worker(config, job, "web-2", table, "--slot", SLOT,
-                                        "--skew", "-1"))  # fmt: skip
+    code, late, _ = finish(
+        start_worker(config, job, "web-2", table, "--slot", SLOT, "--skew", "-1")
+    )
     assert (code, late["outcome"], late["message"]) == (
         3,
         "skipped",
@@ -83,15 +89,21 @@ def test_overrun_past_max_duration_is_taken_over(lease, pg_conn) -> None:  # typ
     the unique key lets every tenant be charged once."""
     config, job, table = lease(max_duration="2s", watchdog_interval=3)
     tenants = 30
-    a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", str(tenants),
-                     "--delay", "0.15")  # fmt: skip
+    a = start_worker(
+        config, job, "web-1", table, "--slot", SLOT, "--tenants", str(tenants), "--delay", "0.15"
+    )
     holder = wait_for(lambda: acquired_run(config, job), what="the holder")
     lease_table = f"shedlock_{job.split('_')[1]}"
-    wait_for(lambda: pg_conn.execute(f"select lock_until <= now() from {lease_table}").fetchone()
-             == (True,), what="the 2 s lease to expire (database clock)")  # fmt: skip
+    wait_for(
+        lambda: (
+            pg_conn.execute(f"select lock_until <= now() from {lease_table}").fetchone() == (True,)
+        ),
+        what="the 2 s lease to expire (database clock)",
+    )
     # web-2 is quick (0.6 s of a 2 s lease): it ends well inside its own lease
-    b = start_worker(config, job, "web-2", table, "--slot", SLOT, "--tenants", str(tenants),
-                     "--delay", "0.02")  # fmt: skip
+    b = start_worker(
+        config, job, "web-2", table, "--slot", SLOT, "--tenants", str(tenants), "--delay", "0.02"
+    )
     code_b, out_b, err_b = finish(b)
     code_a, out_a, err_a = finish(a)
     assert (code_a, out_a["outcome"]) == (4, "lock_lost"), (out_a, err_a)

@@ -25,8 +25,11 @@ MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
 def run_cli(config: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "lockconsole", "--config", str(config), "run", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=worker_env(),
+    )
 
 
 def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_path) -> None:  # noqa: F811
@@ -48,8 +51,7 @@ def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_pat
     ).fetchone()[0]
     assert held == 0, "the guard refused before taking the lock"
 
-    forced = job_config(tmp_path / "forced.toml", pgbouncer, job, "pg-session",
-                        allow_pooler=True)  # fmt: skip
+    forced = job_config(tmp_path / "forced.toml", pgbouncer, job, "pg-session", allow_pooler=True)
     proc = run_cli(forced, job, "--json", "--", "true")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -61,8 +63,22 @@ def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:  
     job = f"xact_{uid}"
     config = job_config(tmp_path / "xact.toml", pgbouncer, job, "pg-xact")
     marks = tmp_path / "marks"
-    procs = [run_cli(config, job, "--instance", f"web-{i}", "--slot", "2030-01-01T02:00:00Z",
-                     "--", sys.executable, "-c", MARK, str(marks)) for i in range(4)]  # fmt: skip
+    procs = [
+        run_cli(
+            config,
+            job,
+            "--instance",
+            f"web-{i}",
+            "--slot",
+            "2030-01-01T02:00:00Z",
+            "--",
+            sys.executable,
+            "-c",
+            MARK,
+            str(marks),
+        )
+        for i in range(4)
+    ]
     codes = sorted(p.wait(timeout=60) for p in procs)
     for p in procs:
         p.communicate()
@@ -78,11 +94,17 @@ def test_orphaned_session_lock_is_stale_and_released_by_the_console(
 ) -> None:
     job = f"orphan_{uid}"
     key = int(uid, 16) & 0x7FFF_FFFF
-    config = load_config(str(job_config(tmp_path / "c.toml", pgbouncer, job, "pg-session",
-                                        key=key, allow_pooler=True)))  # fmt: skip
+    config = load_config(
+        str(
+            job_config(
+                tmp_path / "c.toml", pgbouncer, job, "pg-session", key=key, allow_pooler=True
+            )
+        )
+    )
     client = psycopg.connect(pgbouncer, autocommit=True, prepare_threshold=None)
-    got, server_pid = client.execute("select pg_try_advisory_lock(%s), pg_backend_pid()",
-                                     (key,)).fetchone()  # fmt: skip
+    got, server_pid = client.execute(
+        "select pg_try_advisory_lock(%s), pg_backend_pid()", (key,)
+    ).fetchone()
     client.close()  # the client is gone; the lock stays on the pooled server connection
     assert got
     with Console(config) as console:
@@ -116,9 +138,16 @@ def test_pg_session_behind_session_pooling_is_retried_and_runs(
     config = job_config(tmp_path / "session.toml", pgbouncer_session, job, "pg-session")
     key = load_config(str(config)).job(job).key.value
     marks = tmp_path / "marks"
-    proc = run_cli(config, job, "--json", "--", sys.executable, "-c",
-                   "import sys, time; open(sys.argv[1], 'w').write('in'); time.sleep(30)",
-                   str(marks))  # fmt: skip
+    proc = run_cli(
+        config,
+        job,
+        "--json",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys, time; open(sys.argv[1], 'w').write('in'); time.sleep(30)",
+        str(marks),
+    )
     try:
         wait_for(marks.exists, what="the job to start")
         held = pg_conn.execute(

@@ -64,11 +64,23 @@ class Fleet:
     def start(self, name: str) -> None:
         extra = ["--retry", "0.12"] if int(name[4:]) % 2 == 0 else []  # late schedulers
         self.procs[name] = start_worker(
-            *self.args[:2], name, self.args[2], "--soak", "0", str(PERIOD),
-            str(SLOTS + 1), "--start-file", str(self.start_file), "--tenants", str(TENANTS),
-            "--delay", "0.015",
-            "--slow-every", "7", *extra,
-        )  # fmt: skip
+            *self.args[:2],
+            name,
+            self.args[2],
+            "--soak",
+            "0",
+            str(PERIOD),
+            str(SLOTS + 1),
+            "--start-file",
+            str(self.start_file),
+            "--tenants",
+            str(TENANTS),
+            "--delay",
+            "0.015",
+            "--slow-every",
+            "7",
+            *extra,
+        )
 
     def kill9(self, name: str) -> None:
         with self.lock:
@@ -104,8 +116,9 @@ def inject_faults(fleet: Fleet, pg_conn, job: str, stop: threading.Event, done: 
 def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
-    config = job_config(tmp_path / "lockconsole.toml", pg_url, job, "pg-session",
-                        watchdog_interval=WATCHDOG)  # fmt: skip
+    config = job_config(
+        tmp_path / "lockconsole.toml", pg_url, job, "pg-session", watchdog_interval=WATCHDOG
+    )
     with config.open("a", encoding="utf-8") as f:  # the operator's check reads every attempt
         f.write("[console]\nhistory_limit = 100000\n")
     started = time.monotonic()
@@ -140,8 +153,15 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         attempts = by_slot.get(slot, [])
         ran = [r for r in attempts if r.outcome != "skipped"]
         ok = [r for r in ran if r.outcome == "succeeded"]
-        kind = ("missed" if not ok else "double" if len(ok) > 1
-                else "exactly-one" if len(ran) == 1 else "takeover")  # fmt: skip
+        kind = (
+            "missed"
+            if not ok
+            else "double"
+            if len(ok) > 1
+            else "exactly-one"
+            if len(ran) == 1
+            else "takeover"
+        )
         counts[kind] += 1
         counts["accounted"] += bool(attempts)
         counts["lock_lost"] += any(r.outcome == "lock_lost" for r in ran)
@@ -153,19 +173,22 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         if ok:
             assert per_slot[slot.isoformat()] == set(range(TENANTS)), slot
     dupes = duplicate_invoices(rows)
-    table_text = "\n".join([
-        f"soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in {elapsed:.0f} s; "
-        f"faults injected: {faults['terminate']} terminate, {faults['kill -9']} kill -9, "
-        "slow job every 7th slot",
-        "| slots | exactly-one | takeover | double | overlap (longest) | missed | lock_lost "
-        "| abandoned (closed by check) | abandoned left open | duplicate invoices "
-        "| accounted by the ledger |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| {SLOTS} | {counts['exactly-one']} | {counts['takeover']} | {counts['double']} "
-        f"| {counts['overlap']} ({longest * 1000:.0f} ms) | {counts['missed']} "
-        f"| {counts['lock_lost']} | {counts['abandoned']} ({swept}) | {counts['left open']} "
-        f"| {dupes} | {counts['accounted']}/{SLOTS} |",
-    ])  # fmt: skip
+    table_text = "\n".join(
+        [
+            f"soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in "
+            f"{elapsed:.0f} s; "
+            f"faults injected: {faults['terminate']} terminate, {faults['kill -9']} kill -9, "
+            "slow job every 7th slot",
+            "| slots | exactly-one | takeover | double | overlap (longest) | missed | lock_lost "
+            "| abandoned (closed by check) | abandoned left open | duplicate invoices "
+            "| accounted by the ledger |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {SLOTS} | {counts['exactly-one']} | {counts['takeover']} | {counts['double']} "
+            f"| {counts['overlap']} ({longest * 1000:.0f} ms) | {counts['missed']} "
+            f"| {counts['lock_lost']} | {counts['abandoned']} ({swept}) | {counts['left open']} "
+            f"| {dupes} | {counts['accounted']}/{SLOTS} |",
+        ]
+    )
     print("\n" + table_text)
     REPORT.write_text(table_text + "\n", encoding="utf-8")
     assert dupes == 0

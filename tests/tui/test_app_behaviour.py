@@ -186,8 +186,14 @@ async def test_history_updates_in_place_and_keeps_the_cursor_on_its_row() -> Non
         app.refresh_now()
         await settle(app, pilot)
         assert selected_key(table) == key and table.cursor_row == 4
-        newer = replace(runs[0], id=999, slot=FROZEN_NOW, started_at=FROZEN_NOW,
-                        instance="web-9", job="report_export")  # fmt: skip
+        newer = replace(
+            runs[0],
+            id=999,
+            slot=FROZEN_NOW,
+            started_at=FROZEN_NOW,
+            instance="web-9",
+            job="report_export",
+        )
         slots = (replace(snap.slots[0], job="report_export", slot=FROZEN_NOW), *snap.slots)
         console.set_snapshot(replace(snap, runs=(newer, *runs), slots=slots))
         app.refresh_now()
@@ -208,8 +214,10 @@ async def test_holders_view_at_10k_rows_paints_only_what_shows_and_keeps_the_cur
         chosen = view.selected_holder
         assert chosen is not None
         view.painted = 0
-        churned = [replace(h, key=str(int(h.key) + 5_000_000)) if i % 100 == 7 else h
-                   for i, h in enumerate(holders)]  # fmt: skip
+        churned = [
+            replace(h, key=str(int(h.key) + 5_000_000)) if i % 100 == 7 else h
+            for i, h in enumerate(holders)
+        ]
         console.set_snapshot(replace(console.snapshot(), holders=tuple(churned)))
         app.refresh_now()
         await settle(app, pilot)

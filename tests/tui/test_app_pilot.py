@@ -72,8 +72,9 @@ def make_console() -> Iterator[Callable[..., Console]]:
         console.close()
 
 
-async def refresh_until(app: LockConsoleApp, pilot: Any, check: Callable[[], Any],
-                        timeout: float = 30.0) -> Any:  # fmt: skip
+async def refresh_until(
+    app: LockConsoleApp, pilot: Any, check: Callable[[], Any], timeout: float = 30.0
+) -> Any:
     """Refresh (as the `r` key does) until `check()` is true; Pilot does not wait for threads."""
     deadline = time.monotonic() + timeout
     while True:
@@ -128,8 +129,9 @@ async def release_through_modal(app: LockConsoleApp, pilot: Any, holder: Holder)
 
 
 @sync
-async def test_pg_holder_appears_and_release_ends_its_session(pg_url, pg_conn, uid,
-                                                              make_console) -> None:  # fmt: skip
+async def test_pg_holder_appears_and_release_ends_its_session(
+    pg_url, pg_conn, uid, make_console
+) -> None:
     config = config_for(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
@@ -150,9 +152,14 @@ async def test_pg_holder_appears_and_release_ends_its_session(pg_url, pg_conn, u
 
 def _mysql(mysql_url: str) -> Any:
     u = parse_url(mysql_url)
-    return pymysql.connect(host=u.host, port=u.port or 3306, user=u.user,
-                           password=u.password or "", database=u.database,
-                           autocommit=True)  # fmt: skip
+    return pymysql.connect(
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        autocommit=True,
+    )
 
 
 def _mysql_alive(mysql_conn: Any, conn_id: int) -> bool:
@@ -162,8 +169,9 @@ def _mysql_alive(mysql_conn: Any, conn_id: int) -> bool:
 
 
 @sync
-async def test_mariadb_holder_appears_and_release_kills_it(mysql_url, mysql_conn, uid,
-                                                           make_console) -> None:  # fmt: skip
+async def test_mariadb_holder_appears_and_release_kills_it(
+    mysql_url, mysql_conn, uid, make_console
+) -> None:
     config = config_for(uid, mysql_url=mysql_url)
     job = f"my_{uid}"
     holder_conn = _mysql(mysql_url)

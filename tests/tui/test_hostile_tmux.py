@@ -45,8 +45,9 @@ class Tmux:
         self.tmux("respawn-pane", "-k", f"env -u COLUMNS -u LINES {exports} {argv}")
 
     def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
         return done.stdout
 
     def screen(self) -> list[str]:
@@ -92,8 +93,10 @@ def test_status_line_survives_the_release_modal_of_every_hostile_holder(world: W
     term = Tmux([*command, "--config", str(world.config)], env)
     try:
         holders = len(world.pg_pids) + len(world.lease_names) + len(world.my_names)
-        term.wait(lambda s: status_on_top(s) and any(" held " in ln for ln in s),
-                  "the console shows its holders")  # fmt: skip
+        term.wait(
+            lambda s: status_on_top(s) and any(" held " in ln for ln in s),
+            "the console shows its holders",
+        )
         assert max(len(line) for line in term.screen()) == 120, "the console fills the pane"
         term.keys("2")
         for step in range(holders):

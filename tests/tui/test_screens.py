@@ -49,8 +49,11 @@ class Host(App[None]):
         self.push_screen(self.make(), self.results.append)
 
 
-def drive(make: Callable[[], Screen[Any]], script: Callable[[Any, Host], Any],
-          size: tuple[int, int] = (80, 24)) -> Host:  # fmt: skip
+def drive(
+    make: Callable[[], Screen[Any]],
+    script: Callable[[Any, Host], Any],
+    size: tuple[int, int] = (80, 24),
+) -> Host:
     """Run the host app headless at `size` and await `script(pilot, app)`."""
     app = Host(make)
 
@@ -141,8 +144,9 @@ def test_release_refuses_a_waiter() -> None:
 # --- ConfirmModal -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("key", "expected"), [("y", True), ("enter", True), ("n", False),
-                                               ("escape", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("key", "expected"), [("y", True), ("enter", True), ("n", False), ("escape", False)]
+)
 def test_confirm_modal_keys(key: str, expected: bool) -> None:
     async def script(pilot: Any, app: Host) -> None:
         await pilot.press(key)
@@ -206,15 +210,19 @@ def test_help_closes(key: str) -> None:
 @pytest.fixture
 def invoices(pg_conn: Any, uid: str) -> Iterator[str]:
     table = f"invoices_{uid}"
-    pg_conn.execute(f"create table {table} (id serial primary key, tenant_id int, "
-                    f"period text, amount numeric, run_id int)")  # fmt: skip
+    pg_conn.execute(
+        f"create table {table} (id serial primary key, tenant_id int, "
+        f"period text, amount numeric, run_id int)"
+    )
     pg_conn.execute(
         f"insert into {table} (tenant_id, period, amount, run_id) "
         f"select t, '2026-11', 49, r from generate_series(1, {TENANTS}) t, "
         f"generate_series(1, 3) r"
     )
-    pg_conn.execute(f"insert into {table} (tenant_id, period, amount, run_id) "
-                    f"select t, '2026-10', 49, 1 from generate_series(1, 50) t")  # fmt: skip
+    pg_conn.execute(
+        f"insert into {table} (tenant_id, period, amount, run_id) "
+        f"select t, '2026-10', 49, 1 from generate_series(1, 50) t"
+    )
     yield table
     pg_conn.execute(f"drop table if exists {table}")
 
@@ -222,7 +230,8 @@ def invoices(pg_conn: Any, uid: str) -> Iterator[str]:
 def pg_console(pg_url: str, table: str) -> Any:
     from lockconsole.console.facade import Console
 
-    config = parse_config(textwrap.dedent(f"""
+    config = parse_config(
+        textwrap.dedent(f"""
         [databases.main]
         url = "{pg_url}"
         [jobs.nightly_billing]
@@ -233,12 +242,15 @@ def pg_console(pg_url: str, table: str) -> Any:
         table = "{table}"
         key = ["tenant_id", "period"]
         run_column = "run_id"
-        """), "test.toml")  # fmt: skip
+        """),
+        "test.toml",
+    )
     return Console(config)
 
 
-def test_duplicates_screen_on_postgres(pg_url: str, invoices: str, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_duplicates_screen_on_postgres(
+    pg_url: str, invoices: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     console = pg_console(pg_url, invoices)
 

@@ -48,8 +48,11 @@ def test_password_of_a_down_database_is_not_on_screen(pg_url, uid, tmp_path):
             app = LockConsoleApp(console)
             async with app.run_test(size=(120, 40)) as pilot:
                 banner = app.query_one("#banner", Static)
-                await until(pilot, lambda: "down" in app.errors and banner.has_class("-shown"),
-                            what="the down database's error in the banner")  # fmt: skip
+                await until(
+                    pilot,
+                    lambda: "down" in app.errors and banner.has_class("-shown"),
+                    what="the down database's error in the banner",
+                )
                 shown = str(banner.render())
                 shots = [app.save_screenshot("dash.svg", str(tmp_path))]
                 await pilot.press("question_mark")

@@ -143,8 +143,12 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
             # keep coming while the silent database's first reads are still out
             second.execute("select pg_advisory_lock(%s)", (config.job(job).key.value + 1,))
             pid2 = second.info.backend_pid
-            await until(pilot, lambda: any(h.pid == pid2 for h in app.snapshot.holders),
-                        DEADLINE, "a new holder on the real database")  # fmt: skip
+            await until(
+                pilot,
+                lambda: any(h.pid == pid2 for h in app.snapshot.holders),
+                DEADLINE,
+                "a new holder on the real database",
+            )
             taken = {app.snapshot.taken_at}
 
             def fresh_snapshots() -> bool:
@@ -237,8 +241,7 @@ async def test_a_cut_while_a_statement_is_in_flight_recovers(
 
             await until(pilot, console_waits, 15, "the console's read to block")
             await pilot.press("2")
-            await until(pilot, lambda: app.focused is app.query_one(HoldersView), DEADLINE,
-                        "key 2")  # fmt: skip
+            await until(pilot, lambda: app.focused is app.query_one(HoldersView), DEADLINE, "key 2")
             proxy.cut()
             await until(pilot, lambda: "own" in app.errors, 15, "the cut to show")
             assert app.query_one("#banner", Static).has_class("-shown")

@@ -34,8 +34,9 @@ from lockconsole.model.views import Holder
 class LeaseInspector:
     """Held rows of one ShedLock-style lease table, and a guarded expire of one row."""
 
-    def __init__(self, database: Database, table: str = "shedlock", *,
-                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, database: Database, table: str = "shedlock", *, timeouts: Timeouts | None = None
+    ) -> None:
         self.database, self.table = database, table
         self.timeouts = timeouts  # None: engine_for's defaults
         self.dialect = database.url.dialect
@@ -75,9 +76,10 @@ class LeaseInspector:
         names = {
             str(j.key.value): j.name
             for j in jobs
-            if j.strategy == "lease" and j.database == self.database.name
+            if j.strategy == "lease"
+            and j.database == self.database.name
             and j.lease_table == self.table
-        }  # fmt: skip
+        }
         try:
             with self._engine_().connect() as conn:
                 t, problem = self._lease_table(conn)
@@ -107,7 +109,7 @@ class LeaseInspector:
                 lock_until=_utc(r["lock_until"]),
                 locked_by=r["locked_by"],
                 fencing_token=r.get(FENCING),
-            )  # fmt: skip
+            )
             for r in rows
         )
         return HolderList(holders, self.table)
@@ -135,8 +137,10 @@ class LeaseInspector:
             status, message = "released", f"{target} expired; another instance can take it now"
         else:
             status = "holder_changed"
-            message = (f"holder changed: {holder.locked_by!r} no longer holds lease "
-                       f"{holder.key!r}{token}; nothing was done")  # fmt: skip
+            message = (
+                f"holder changed: {holder.locked_by!r} no longer holds lease "
+                f"{holder.key!r}{token}; nothing was done"
+            )
         audit.finish(entry, status, message)
         return ReleaseResult(status, message, holder)
 

@@ -75,8 +75,13 @@ def _row_to_run(row: Any) -> Run:
 class Ledger:
     """Write and read the run ledger of one database; close() (or `with`) when done."""
 
-    def __init__(self, database: Database, *, application_name: str = "lockconsole-ledger",
-                 timeouts: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        database: Database,
+        *,
+        application_name: str = "lockconsole-ledger",
+        timeouts: Any = None,
+    ) -> None:
         self.database = database
         self.timeouts = timeouts  # connect.Timeouts of the reads' engine (the console's), or None
         self.url = database.url
@@ -215,8 +220,9 @@ class Ledger:
 
     def update(self, query: str, params: dict[str, Any]) -> int:
         """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
-        values = {k: to_db(v, self.dialect) if isinstance(v, datetime) else v
-                  for k, v in params.items()}  # fmt: skip
+        values = {
+            k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
+        }
         return int(self._execute(query, values, lambda cur: cur.rowcount))
 
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
@@ -278,8 +284,12 @@ class Ledger:
         if self._engine is None:
             from lockconsole.backends.sa import engine_for
 
-            self._engine = engine_for(self.url, pool_pre_ping=True, timeouts=self.timeouts,
-                                      application_name=self.application_name)  # fmt: skip
+            self._engine = engine_for(
+                self.url,
+                pool_pre_ping=True,
+                timeouts=self.timeouts,
+                application_name=self.application_name,
+            )
             if self.dialect == "postgresql":  # the reads' sessions carry our application_name
                 from sqlalchemy import event
 

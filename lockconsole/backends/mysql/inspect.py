@@ -56,8 +56,9 @@ _NO_EXPRESSION_IN_KILL = {1064, 1204, 1235}  # parse error, "constants only", "n
 class MysqlInspector:
     """Holders of GET_LOCK names on one MySQL/MariaDB server, and a guarded KILL CONNECTION."""
 
-    def __init__(self, database: Database, *, source: Source | None = None,
-                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, database: Database, *, source: Source | None = None, timeouts: Timeouts | None = None
+    ) -> None:
         if source is not None and source not in SOURCE_NAMES:
             raise ValueError(f"unknown MySQL holder source {source!r}")
         self.database = database
@@ -109,8 +110,9 @@ class MysqlInspector:
         self._has_process = bool(server["has_process"])
         notes: list[str] = []
         if not self._has_process:
-            notes.append("other accounts' sessions are hidden (user, host, query, waiters): "
-                         "grant PROCESS")  # fmt: skip
+            notes.append(
+                "other accounts' sessions are hidden (user, host, query, waiters): grant PROCESS"
+            )
         self._probed = True
         if self._forced is not None:
             self._notes = (*notes, f"source forced to {SOURCE_NAMES[self._forced]}")
@@ -125,9 +127,11 @@ class MysqlInspector:
             try:
                 self._run("probe_mysql_mli")
             except pymysql.MySQLError:
-                notes.append("only configured job names are checked and waiters are not shown: "
-                             "install the metadata_lock_info plugin: "
-                             "INSTALL SONAME 'metadata_lock_info'")  # fmt: skip
+                notes.append(
+                    "only configured job names are checked and waiters are not shown: "
+                    "install the metadata_lock_info plugin: "
+                    "INSTALL SONAME 'metadata_lock_info'"
+                )
             else:
                 self._source = "metadata_lock_info"
                 self._notes = tuple(notes)
@@ -142,9 +146,11 @@ class MysqlInspector:
         import pymysql
 
         if not enabled:
-            return ("performance_schema is OFF: set performance_schema=ON and "
-                    "performance-schema-instrument='wait/lock/metadata/sql/mdl=ON' in the "
-                    "server config to see every holder and waiter")  # fmt: skip
+            return (
+                "performance_schema is OFF: set performance_schema=ON and "
+                "performance-schema-instrument='wait/lock/metadata/sql/mdl=ON' in the "
+                "server config to see every holder and waiter"
+            )
         try:
             row = self._run("probe_mysql_psmdl")[0]
         except pymysql.MySQLError as exc:
@@ -152,8 +158,10 @@ class MysqlInspector:
                 return "grant SELECT ON performance_schema.* to see every holder and waiter"
             return f"performance_schema.metadata_locks unreadable: {first_line(exc)}"
         if str(row["mdl_enabled"]).upper() != "YES":
-            return ("the MDL instrument is off: UPDATE performance_schema.setup_instruments SET "
-                    "ENABLED = 'YES' WHERE NAME = 'wait/lock/metadata/sql/mdl'")  # fmt: skip
+            return (
+                "the MDL instrument is off: UPDATE performance_schema.setup_instruments SET "
+                "ENABLED = 'YES' WHERE NAME = 'wait/lock/metadata/sql/mdl'"
+            )
         return None
 
     @property
@@ -222,14 +230,26 @@ class MysqlInspector:
         if state and r["state"]:
             state = f"{state} ({r['state']})"
         return Holder(
-            database=self.database.name, kind="user_lock", key=name, key_kind="name",
-            granted=granted, source=source, job=names.get(name), datname=r["db"],
-            mode=r["lock_mode"], waiting_since=None if granted else since, blocked_by=blocked,
-            pid=int(r["connection_id"]), user=r["user_name"], client_addr=r["host"],
-            state=state, state_since=since, query=info.strip()[:MAX_QUERY] if info else None,
+            database=self.database.name,
+            kind="user_lock",
+            key=name,
+            key_kind="name",
+            granted=granted,
+            source=source,
+            job=names.get(name),
+            datname=r["db"],
+            mode=r["lock_mode"],
+            waiting_since=None if granted else since,
+            blocked_by=blocked,
+            pid=int(r["connection_id"]),
+            user=r["user_name"],
+            client_addr=r["host"],
+            state=state,
+            state_since=since,
+            query=info.strip()[:MAX_QUERY] if info else None,
             held_since=None if held_ms is None else now - timedelta(milliseconds=float(held_ms)),
             hidden=None if r["user_name"] is not None else HIDDEN_WITHOUT_PROCESS,
-        )  # fmt: skip
+        )
 
     # -- release --------------------------------------------------------------------------
 
@@ -274,19 +294,23 @@ class MysqlInspector:
                 need = "CONNECTION ADMIN" if self._mariadb else "CONNECTION_ADMIN (or SUPER)"
                 if not self._probed:
                     need = "CONNECTION ADMIN (MariaDB) or CONNECTION_ADMIN/SUPER (MySQL)"
-                return "denied", (f"denied: ending another account's connection {pid} needs "
-                                  f"the {need} privilege")  # fmt: skip
+                return "denied", (
+                    f"denied: ending another account's connection {pid} needs the {need} privilege"
+                )
             return "error", f"KILL CONNECTION {pid} failed: {self._describe(exc)}"
         deadline = time.monotonic() + RELEASE_WAIT
         try:
             while (now := self._holder_of(name)) == pid and time.monotonic() < deadline:
                 time.sleep(0.05)
         except (pymysql.MySQLError, OSError, DatabaseError) as exc:
-            return "released", (f"connection {pid} killed; checking {name!r} afterwards "
-                                f"failed: {self._describe(exc)}")  # fmt: skip
+            return "released", (
+                f"connection {pid} killed; checking {name!r} afterwards "
+                f"failed: {self._describe(exc)}"
+            )
         if now == pid:
-            return "error", (f"KILL CONNECTION {pid} sent, but it still held {name!r} after "
-                             f"{RELEASE_WAIT:g} s")  # fmt: skip
+            return "error", (
+                f"KILL CONNECTION {pid} sent, but it still held {name!r} after {RELEASE_WAIT:g} s"
+            )
         return "released", f"connection {pid} killed; it no longer holds {name!r}"
 
     def _holder_of(self, name: str) -> int | None:

@@ -94,8 +94,11 @@ class MysqlLock(LockBase):
         """RELEASE_LOCK: True if it was ours; 0/NULL or a dead connection: lost_on_release."""
         import pymysql
 
-        return self._unlock(lambda: self._fetch("release_lock"), (pymysql.MySQLError, OSError),
-                     f"RELEASE_LOCK({self.name!r})")  # fmt: skip
+        return self._unlock(
+            lambda: self._fetch("release_lock"),
+            (pymysql.MySQLError, OSError),
+            f"RELEASE_LOCK({self.name!r})",
+        )
 
     def reusable(self) -> bool:
         """Released cleanly and still connected: fit for another attempt."""

@@ -52,8 +52,13 @@ class PgInspector:
 
     source = SOURCE
 
-    def __init__(self, database: Database, *, application_name: str = "lockconsole:console",
-                 timeouts: Timeouts | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        database: Database,
+        *,
+        application_name: str = "lockconsole:console",
+        timeouts: Timeouts | None = None,
+    ) -> None:
         self.database = database
         self.application_name = application_name
         self.timeouts = timeouts  # None: connect_pg's defaults, no statement_timeout
@@ -64,8 +69,9 @@ class PgInspector:
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self.close()
-            self._conn = connect_pg(self.database.url, application_name=self.application_name,
-                                    timeouts=self.timeouts)  # fmt: skip
+            self._conn = connect_pg(
+                self.database.url, application_name=self.application_name, timeouts=self.timeouts
+            )
         return self._conn
 
     def abort(self) -> None:
@@ -141,8 +147,14 @@ class PgInspector:
                 session_rows[row[1]] = row
             else:
                 user, datname = row[8], row[9]
-        common = {**_DEFAULTS, "database": self.database.name, "kind": "advisory",
-                  "source": SOURCE, "datname": datname, "key_kind": "int64"}  # fmt: skip
+        common = {
+            **_DEFAULTS,
+            "database": self.database.name,
+            "kind": "advisory",
+            "source": SOURCE,
+            "datname": datname,
+            "key_kind": "int64",
+        }
         hidden_text, any_hidden = hidden_message(user), False
         # Per pid, the field dicts its granted and its waiting locks start from (a copy each).
         templates: dict[int | None, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -152,8 +164,10 @@ class PgInspector:
                 info["hidden"], any_hidden = hidden_text, True
             waiting = {**common, **info, "pid": pid, "granted": False}
             templates[pid] = ({**waiting, "granted": True, "blocked_by": ()}, waiting)
-        jobs = {identity: (job.name, job.strategy == "pg-xact", f"{APP_PREFIX}{job.name}@")
-                for identity, job in index.items()}  # fmt: skip
+        jobs = {
+            identity: (job.name, job.strategy == "pg-xact", f"{APP_PREFIX}{job.name}@")
+            for identity, job in index.items()
+        }
         job_objids = {identity[1] for identity in jobs}
         out: list[Holder] = []
         append, new = out.append, _new_holder
@@ -248,9 +262,13 @@ class PgInspector:
         lock_key = _lock_key(holder)
         classid, objid, objsubid = pg_locks_identity(lock_key)
         params = {
-            "pid": holder.pid, "classid": classid, "objid": objid, "objsubid": objsubid,
-            "backend_start": holder.backend_start, "timeout_ms": TERMINATE_TIMEOUT_MS,
-        }  # fmt: skip
+            "pid": holder.pid,
+            "classid": classid,
+            "objid": objid,
+            "objsubid": objsubid,
+            "backend_start": holder.backend_start,
+            "timeout_ms": TERMINATE_TIMEOUT_MS,
+        }
         conn = self._connection()
         user = conn.info.user
         started = time.monotonic()

@@ -135,11 +135,15 @@ def holder_details(holder: Holder) -> Table:
         if holder.blocked_by:
             add("blocked by", "pid " + ", ".join(str(p) for p in holder.blocked_by))
     if holder.stale:
-        grid.add_row(Text("stale", style="bold yellow"),
-                     data_text(holder.stale, style="yellow", limit=DETAIL_WIDTH))  # fmt: skip
+        grid.add_row(
+            Text("stale", style="bold yellow"),
+            data_text(holder.stale, style="yellow", limit=DETAIL_WIDTH),
+        )
     if holder.hidden:
-        grid.add_row(Text("hidden", style="bold"),
-                     data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH))  # fmt: skip
+        grid.add_row(
+            Text("hidden", style="bold"),
+            data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH),
+        )
     return grid
 
 
@@ -177,18 +181,26 @@ class ReleaseModal(ModalScreen[bool]):
                 yield Static(holder_details(h))
             if h.granted:
                 what = "job name" if h.job else "key"
-                yield Static(Text.assemble(f"Type the {what} ", data_text(self.expected, "bold"),
-                                           " to confirm:"), id="prompt")  # fmt: skip
+                yield Static(
+                    Text.assemble(
+                        f"Type the {what} ", data_text(self.expected, "bold"), " to confirm:"
+                    ),
+                    id="prompt",
+                )
                 yield Input(placeholder=shown(self.expected), id="confirm-text")
             else:
                 blockers = ", ".join(str(p) for p in h.blocked_by) or "the holder"
-                yield Static(f"This session waits for the lock; it holds nothing to release. "
-                             f"Release the session it waits for ({blockers}) instead.",
-                             id="waiter", markup=False)  # fmt: skip
+                yield Static(
+                    f"This session waits for the lock; it holds nothing to release. "
+                    f"Release the session it waits for ({blockers}) instead.",
+                    id="waiter",
+                    markup=False,
+                )
             with Horizontal(id="buttons"):
                 if h.granted:
-                    yield Button("Release", id="release", variant="error", disabled=True,
-                                 compact=True)  # fmt: skip
+                    yield Button(
+                        "Release", id="release", variant="error", disabled=True, compact=True
+                    )
                 yield Button("Cancel (Esc)", id="cancel", compact=True)
 
     def on_mount(self) -> None:
@@ -212,8 +224,9 @@ class ReleaseModal(ModalScreen[bool]):
             self.dismiss(True)
         else:
             event.input.add_class("-wrong")
-            self.notify(f"Type {shown(self.expected)} exactly to release", severity="warning",
-                        markup=False)  # fmt: skip
+            self.notify(
+                f"Type {shown(self.expected)} exactly to release", severity="warning", markup=False
+            )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

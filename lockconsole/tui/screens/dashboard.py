@@ -90,8 +90,7 @@ class DashboardScreen(Screen[None]):
 
     def _refused(self, what: str) -> bool:
         if self.host.read_only:
-            self.notify(f"{what} refused: the console is in --read-only mode",
-                        severity="warning")  # fmt: skip
+            self.notify(f"{what} refused: the console is in --read-only mode", severity="warning")
             return True
         return False
 
@@ -105,8 +104,9 @@ class DashboardScreen(Screen[None]):
             return
         now = host.clock()
         view = self.query_one(HoldersView)
-        view.show(rows if rows is not None else layout(snap.holders, host.group_by,
-                                                       host.text_filter))  # fmt: skip
+        view.show(
+            rows if rows is not None else layout(snap.holders, host.group_by, host.text_filter)
+        )
         model = view.model
         shown = model.shown
         counts = f"{model.total} holders" if shown == model.total else f"{shown} of {model.total}"
@@ -138,11 +138,16 @@ class DashboardScreen(Screen[None]):
             busy = time.monotonic() - host.refresh_started
         snap = host.snapshot
         text = status_text(
-            host.database_names(), host.errors, loaded=snap is not None,
-            data_age=age(snap.taken_at, now) if snap else "-", refresh=host.refresh_interval,
-            paused=host.paused, read_only=host.read_only, busy=busy,
+            host.database_names(),
+            host.errors,
+            loaded=snap is not None,
+            data_age=age(snap.taken_at, now) if snap else "-",
+            refresh=host.refresh_interval,
+            paused=host.paused,
+            read_only=host.read_only,
+            busy=busy,
             alerts=len(snap.alerts) if snap else 0,
-        )  # fmt: skip
+        )
         if host.monochrome:
             text = nocolor.without_colour(text)
         status = self.query_one("#status", Static)
@@ -231,8 +236,9 @@ class DashboardScreen(Screen[None]):
             return
         found = self.host.facade.config.jobs.get(job)
         if found is None or found.idempotency is None:
-            self.notify(f"{job} has no [jobs.{job}.idempotency] table to inspect",
-                        severity="warning")  # fmt: skip
+            self.notify(
+                f"{job} has no [jobs.{job}.idempotency] table to inspect", severity="warning"
+            )
             return
         from lockconsole.tui.screens.duplicates import DuplicatesScreen
 
@@ -280,8 +286,10 @@ class DashboardScreen(Screen[None]):
 
         spec = self.host.facade.config.jobs.get(job)
         what = " ".join(spec.command) if spec is not None and spec.command else "its callable"
-        body = (f"Run {job} here now under its lock ({what}). If another instance holds the "
-                f"lock, the run is skipped and nothing else happens.")  # fmt: skip
+        body = (
+            f"Run {job} here now under its lock ({what}). If another instance holds the "
+            f"lock, the run is skipped and nothing else happens."
+        )
 
         def confirmed(yes: bool | None) -> None:
             if yes:

@@ -127,8 +127,9 @@ class DuplicatesScreen(Screen[None]):
             return "its idempotency table"
 
     def compose(self) -> ComposeResult:
-        yield Static(shown(f"Duplicates · {self.job} · {self._table_label()}"), id="dup-title",
-                     markup=False)  # fmt: skip
+        yield Static(
+            shown(f"Duplicates · {self.job} · {self._table_label()}"), id="dup-title", markup=False
+        )
         yield Static("Counting duplicate keys…", id="dup-summary", markup=False)
         yield Static("", id="dup-error", markup=False)
         yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
@@ -196,8 +197,10 @@ class DuplicatesScreen(Screen[None]):
             unique = data_text(f"a unique key on ({cols}) exists", style="green")
         else:
             unique = data_text(f"NO unique key on ({cols})", style="bold red")
-        counts = Text(f"{s.groups} duplicated keys · {s.surplus_rows} surplus rows · ",
-                      style="bold" if s.groups else "green")  # fmt: skip
+        counts = Text(
+            f"{s.groups} duplicated keys · {s.surplus_rows} surplus rows · ",
+            style="bold" if s.groups else "green",
+        )
         self.query_one("#dup-summary", Static).update(counts + unique)
         self._update_page_line()
 
@@ -240,8 +243,11 @@ class DuplicatesScreen(Screen[None]):
 
     def on_duplicates_screen_exported(self, message: Exported) -> None:
         where = os.path.abspath(message.path)
-        self.notify(shown(f"Exported {message.count} duplicate rows to {where}"), title="Export",
-                    markup=False)  # fmt: skip
+        self.notify(
+            shown(f"Exported {message.count} duplicate rows to {where}"),
+            title="Export",
+            markup=False,
+        )
 
     def _update_page_line(self) -> None:
         first = self.page * self.page_size + 1
@@ -297,8 +303,7 @@ class DuplicatesScreen(Screen[None]):
         event.stop()
         target = event.value.strip() or f"{self.job}-duplicates.csv"
         self._hide_export()
-        self.notify(shown(f"Exporting duplicate rows to {target}…"), title="Export",
-                    markup=False)  # fmt: skip
+        self.notify(shown(f"Exporting duplicate rows to {target}…"), title="Export", markup=False)
         self.export(target)
 
     def _hide_export(self) -> None:

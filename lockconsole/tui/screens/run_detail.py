@@ -111,8 +111,11 @@ class RunDetailScreen(ModalScreen[None]):
                 yield Static(run_fields(run), id="fields")
                 got = sum(r.outcome != "skipped" for r in self.slot_runs)
                 note = f" · {got} got the lock" if got > 1 else ""
-                yield Static(f"Attempts in this slot ({len(self.slot_runs)}){note}",
-                             classes="heading", markup=False)  # fmt: skip
+                yield Static(
+                    f"Attempts in this slot ({len(self.slot_runs)}){note}",
+                    classes="heading",
+                    markup=False,
+                )
                 yield Static(slot_attempts(run, self.slot_runs), id="attempts")
         yield Footer()
 

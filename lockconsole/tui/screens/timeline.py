@@ -35,8 +35,14 @@ MAX_SLOTS = 60
 DETAIL_WIDTH = 400  # terminal cells of the detail line at most (a long message ends in "…")
 TAIL = 18  # " 10m12s lock lost "
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
-STYLES = {"double": "bold #ff3b3b", "succeeded": "#4cb050", "acquired": "#29b6f6",
-          "lock_lost": "#c18cff", "failed": "#ffa040", "skipped": "#8a8a8a"}  # fmt: skip
+STYLES = {
+    "double": "bold #ff3b3b",
+    "succeeded": "#4cb050",
+    "acquired": "#29b6f6",
+    "lock_lost": "#c18cff",
+    "failed": "#ffa040",
+    "skipped": "#8a8a8a",
+}
 LABELS = {"succeeded": "ok", "acquired": "running", "lock_lost": "lock lost"}
 STATUS = {
     "double_run": ("DOUBLE RUN", STYLES["double"]),
@@ -116,8 +122,9 @@ class SlotBlock(Widget):
     SlotBlock.-selected { background: $boost; }
     """
 
-    def __init__(self, screen: TimelineScreen, slot: datetime, runs: list[Run],
-                 status: str) -> None:  # fmt: skip
+    def __init__(
+        self, screen: TimelineScreen, slot: datetime, runs: list[Run], status: str
+    ) -> None:
         super().__init__()
         self.owner = screen
         self.slot = slot
@@ -206,8 +213,9 @@ class TimelineScreen(Screen[None]):
         Binding("escape", "back", "Back", id="timeline_back"),
     ]
 
-    def __init__(self, snapshot: Snapshot, job: str, *, now: datetime,
-                 slot: datetime | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, snapshot: Snapshot, job: str, *, now: datetime, slot: datetime | None = None
+    ) -> None:
         super().__init__()
         self.job = job
         self.now = now
@@ -217,8 +225,10 @@ class TimelineScreen(Screen[None]):
             by_slot[run.slot].append(run)
         reports = {r.slot: r.status for r in snapshot.slots if r.job == job}
         self.slots = sorted(set(by_slot) | set(reports), reverse=True)[:MAX_SLOTS]
-        self.slot_runs = {s: sorted(by_slot.get(s, []), key=lambda r: (r.started_at, r.id or 0))
-                          for s in self.slots}  # fmt: skip
+        self.slot_runs = {
+            s: sorted(by_slot.get(s, []), key=lambda r: (r.started_at, r.id or 0))
+            for s in self.slots
+        }
         self.status = {s: reports.get(s) or _status(self.slot_runs[s]) for s in self.slots}
         self.instances = sorted({r.instance for s in self.slots for r in self.slot_runs[s]})
         ends = [(r.finished_at or now) - s for s in self.slots for r in self.slot_runs[s]]
@@ -241,11 +251,17 @@ class TimelineScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         count = f"{len(self.slots)} slot" + ("" if len(self.slots) == 1 else "s")
-        yield Static(shown(f"Timeline · {self.job} · {count} · now {times.stamp(self.now)}"),
-                     id="tl-title", markup=False)  # fmt: skip
+        yield Static(
+            shown(f"Timeline · {self.job} · {count} · now {times.stamp(self.now)}"),
+            id="tl-title",
+            markup=False,
+        )
         if not self.slots:
-            yield Static(shown(f"No runs of {self.job} in the ledger's lookback window."),
-                         id="tl-empty", markup=False)  # fmt: skip
+            yield Static(
+                shown(f"No runs of {self.job} in the ledger's lookback window."),
+                id="tl-empty",
+                markup=False,
+            )
         else:
             yield Axis(self.geometry)
             with VerticalScroll(id="tl-lanes", can_focus=False):
@@ -313,7 +329,15 @@ def _status(runs: list[Run]) -> str:
 
 
 def legend() -> Text:
-    marks = (("ok", "succeeded"), ("running", "acquired"), ("double run", "double"),
-             ("lock lost", "lock_lost"), ("failed", "failed"), ("skipped", "skipped"))  # fmt: skip
-    return Text("  ").join(Text.assemble(("│" if k == "skipped" else "█", STYLES[k]), " " + label)
-                           for label, k in marks)  # fmt: skip
+    marks = (
+        ("ok", "succeeded"),
+        ("running", "acquired"),
+        ("double run", "double"),
+        ("lock lost", "lock_lost"),
+        ("failed", "failed"),
+        ("skipped", "skipped"),
+    )
+    return Text("  ").join(
+        Text.assemble(("│" if k == "skipped" else "█", STYLES[k]), " " + label)
+        for label, k in marks
+    )

@@ -22,8 +22,16 @@ Flag = Literal["header", "held", "waiting", "stale", "unmapped"]
 # Every cell a row has, in this order; the view shows the columns of its grouping (the
 # group header already names the job, or the session) and fills the age at paint time.
 FIELDS = ("STATE", "JOB", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE")
-WIDTHS = {"STATE": 7, "JOB": 18, "KEY": 14, "FOR": 5, "PID": 7, "WHO": 18, "NOTE": 64,
-          "DATABASE": 10}  # fmt: skip
+WIDTHS = {
+    "STATE": 7,
+    "JOB": 18,
+    "KEY": 14,
+    "FOR": 5,
+    "PID": 7,
+    "WHO": 18,
+    "NOTE": 64,
+    "DATABASE": 10,
+}
 COLUMNS: dict[str, tuple[str, ...]] = {
     "job": ("STATE", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE"),
     "session": ("STATE", "JOB", "KEY", "FOR", "NOTE", "DATABASE"),
@@ -99,8 +107,16 @@ def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> Holde
     state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? held", "held": "● held"}
     pid = str(h.pid) if h.pid is not None else "lease"
     # every cell is data: passwords masked, control characters shown as escapes
-    cells = (state[flag], shown(h.job or UNMAPPED), shown(h.key), "", pid, shown(_who(h)),
-             shown(_note(h, blocks)), shown(h.database))  # fmt: skip
+    cells = (
+        state[flag],
+        shown(h.job or UNMAPPED),
+        shown(h.key),
+        "",
+        pid,
+        shown(_who(h)),
+        shown(_note(h, blocks)),
+        shown(h.database),
+    )
     since = h.held_since or h.waiting_since or h.state_since
     return HolderRow(holder_key(h), flag, cells, since, h)
 
@@ -160,8 +176,11 @@ def layout(
             while key in index:  # the same holder listed twice: keep both rows addressable
                 key = (*key, "dup")
             index[key] = len(rows)
-            rows.append(row if key == row.key else HolderRow(key, row.flag, row.cells, row.since,
-                                                             row.holder))  # fmt: skip
+            rows.append(
+                row
+                if key == row.key
+                else HolderRow(key, row.flag, row.cells, row.since, row.holder)
+            )
     return HolderRows(
         rows=tuple(rows),
         index=index,

@@ -208,8 +208,11 @@ class HoldersView(ScrollView, can_focus=True):
         style = self._styles.get(name)
         if style is None:
             base = self.rich_style
-            style = base if name == "" else base + self.get_component_rich_style(
-                f"holders-view--{name}", partial=True)  # fmt: skip
+            style = (
+                base
+                if name == ""
+                else base + self.get_component_rich_style(f"holders-view--{name}", partial=True)
+            )
             if self.dimmed and name != "cursor":
                 style += Style(dim=True)
             self._styles[name] = style
