@@ -59,7 +59,7 @@ def _churned(holders: list[Any], round_no: int) -> list[Any]:
 async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.sample import SampleConsole
+    from lockconsole.tui.sample_console import SampleConsole
     from lockconsole.tui.state import carry_over
     from lockconsole.tui.widgets.holder_rows import layout
     from lockconsole.tui.widgets.holders import HoldersView

@@ -17,7 +17,6 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from lockconsole.config import redis as config_redis
@@ -35,16 +34,13 @@ from lockconsole.config.checks import (  # noqa: F401  (re-exported: public name
 )
 from lockconsole.config.keymap import check_keymap
 from lockconsole.config.lines import locate
+from lockconsole.config.search import SEARCH_ORDER_HELP, find_config  # noqa: F401  (public here too)
 from lockconsole.config.settings import ConsoleSettings, parse_console
 from lockconsole.config.urls import expand_env, parse_url
 from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import STRATEGIES, Database, Idempotency, Job
 
-SEARCH_ORDER_HELP = (
-    "--config PATH, $LOCKCONSOLE_CONFIG, ./lockconsole.toml, "
-    "$XDG_CONFIG_HOME/lockconsole/config.toml"
-)
 STRATEGY_DIALECTS = {
     "pg-session": ("postgresql",),
     "pg-xact": ("postgresql",),
@@ -100,31 +96,6 @@ class Config:
     def ledger_for(self, job: Job) -> Database:
         """The database that keeps the run ledger of `job`."""
         return self.databases[self.ledger_database or job.database]
-
-
-def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
-    """The config file to use, by the search order in this module's docstring."""
-    env = os.environ if environ is None else environ
-    if explicit:
-        path = Path(explicit)
-        if path.is_dir():
-            raise ConfigError(f"--config {explicit} is a directory, not a file")
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {explicit} (given with --config)")
-        return path
-    if env.get("LOCKCONSOLE_CONFIG"):
-        path = Path(env["LOCKCONSOLE_CONFIG"])
-        if not path.is_file():
-            what = "a directory" if path.is_dir() else "a missing file"
-            raise ConfigError(f"$LOCKCONSOLE_CONFIG points at {what}: {path}")
-        return path
-    candidates = [Path("lockconsole.toml")]
-    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    candidates.append(Path(xdg) / "lockconsole" / "config.toml")
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise ConfigError(f"no configuration found (looked for {SEARCH_ORDER_HELP})")
 
 
 def load_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Config:

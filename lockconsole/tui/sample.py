@@ -9,22 +9,13 @@ lease holder, and 120 duplicated invoices.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config, parse_config
-from lockconsole.model.jobs import Idempotency, Outcome, Run
+from lockconsole.model.jobs import Outcome, Run
 from lockconsole.model.slots import next_fire
 from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, Snapshot
-
-if TYPE_CHECKING:
-    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
-    from lockconsole.console.protocol import ConsoleFacade
-    from lockconsole.engine.stopping import Stop
 
 FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -72,7 +63,7 @@ def sample_config() -> Config:
     return parse_config(SAMPLE_CONFIG, "sample.toml", {"BILLING_PASSWORD": "not-shown"})
 
 
-def _run(
+def make_run(
     rid: int,
     job: str,
     slot: datetime,
@@ -114,11 +105,13 @@ def sample_runs() -> list[Run]:
             rid += 1
             if day == 27:  # before the lock: every instance billed every tenant
                 runs.append(
-                    _run(rid, "nightly_billing", slot, instance, "succeeded", 0.3 * i, 612 + 9 * i)
+                    make_run(
+                        rid, "nightly_billing", slot, instance, "succeeded", 0.3 * i, 612 + 9 * i
+                    )
                 )
             elif day == 29 and i == 0:  # tonight: web-1 is still billing
                 runs.append(
-                    _run(
+                    make_run(
                         rid,
                         "nightly_billing",
                         slot,
@@ -130,10 +123,10 @@ def sample_runs() -> list[Run]:
                     )
                 )
             elif i == 0:
-                runs.append(_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3, 598))
+                runs.append(make_run(rid, "nightly_billing", slot, instance, "succeeded", 0.3, 598))
             else:
                 runs.append(
-                    _run(
+                    make_run(
                         rid,
                         "nightly_billing",
                         slot,
@@ -159,7 +152,7 @@ def sample_runs() -> list[Run]:
             "failed": "exited with code 1",
         }.get(outcome)
         runs.append(
-            _run(
+            make_run(
                 rid,
                 "invoice_reminders",
                 slot,
@@ -174,7 +167,7 @@ def sample_runs() -> list[Run]:
         )
     rid += 1
     runs.append(
-        _run(
+        make_run(
             rid,
             "report_export",
             datetime(2026, 11, 28, 3, 0, tzinfo=UTC),
@@ -345,125 +338,3 @@ def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
             ("reports", "METADATA_LOCK_INFO"),
         ),
     )
-
-
-class SampleConsole:
-    """The Console facade's surface (ConsoleFacade) over the fixed data set (no database)."""
-
-    def __init__(self, *, read_only: bool = False, holders: list[Holder] | None = None) -> None:
-        self.config = sample_config()
-        self.read_only = read_only
-        self._snapshot = sample_snapshot()
-        if holders is not None:
-            self._snapshot = replace(self._snapshot, holders=tuple(holders))
-        self._lock = threading.Lock()
-        self.released: list[Holder] = []
-        self.triggered: list[str] = []
-
-    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
-        with self._lock:
-            return self._snapshot
-
-    def set_snapshot(self, snapshot: Snapshot) -> None:
-        with self._lock:
-            self._snapshot = snapshot
-
-    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
-        return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
-
-    def find_holders(
-        self, *, pid: int | None = None, job: str | None = None, database: str | None = None
-    ) -> list[Holder]:
-        with self._lock:
-            holders = self._snapshot.holders
-        return [
-            h
-            for h in holders
-            if h.granted
-            and (pid is None or h.pid == pid)
-            and (job is None or h.job == job)
-            and (database is None or h.database == database)
-        ]
-
-    def release(self, holder: Holder) -> ReleaseResult:
-        from lockconsole.console.facade import ReadOnlyError
-
-        if self.read_only:
-            raise ReadOnlyError("force-release refused: the console is in --read-only mode")
-        with self._lock:
-            self.released.append(holder)
-            kept = tuple(h for h in self._snapshot.holders if h != holder)
-            self._snapshot = replace(self._snapshot, holders=kept)
-        return ReleaseResult("released", f"pid {holder.pid} terminated in 12 ms", holder)
-
-    def trigger(
-        self,
-        job_name: str,
-        *,
-        output: Callable[[str], None] | None = None,
-        instance: str | None = None,
-        stop: Stop | None = None,
-    ) -> Run:
-        from lockconsole.console.facade import ReadOnlyError
-
-        if self.read_only:
-            raise ReadOnlyError("trigger refused: the console is in --read-only mode")
-        self.triggered.append(job_name)
-        for line in ("billing 120 tenants", "charged 120, skipped 0 (already invoiced)"):
-            if output:
-                output(line)
-        return _run(
-            999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
-        )
-
-    def duplicate_summary(self, job: str) -> DuplicateSummary:
-        from lockconsole.backends.duplicates import DuplicateSummary
-
-        return DuplicateSummary(groups=120, surplus_rows=240, has_unique_key=False)
-
-    def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
-        from lockconsole.backends.duplicates import DuplicatePage
-
-        groups = sample_duplicates()
-        chunk = groups[page * page_size : (page + 1) * page_size]
-        return DuplicatePage(tuple(chunk), (page + 1) * page_size < len(groups))
-
-    def duplicate_rows(self, job: str, key: tuple[object, ...]) -> list[dict[str, Any]]:
-        tenant, period = key
-        return [
-            {
-                "id": 5000 + i,
-                "tenant_id": tenant,
-                "period": period,
-                "amount": "49.00",
-                "run_id": 801 + i,
-            }
-            for i in range(3)
-        ]
-
-    def duplicate_ddl(self, job: str) -> str:
-        spec = self.config.job(job).idempotency or Idempotency("invoices", ("tenant_id", "period"))
-        return (
-            f"-- remove the 240 surplus rows of the 120 duplicated keys first\n"
-            f"ALTER TABLE {spec.table} ADD CONSTRAINT {spec.table}_{'_'.join(spec.key)}_key "
-            f"UNIQUE ({', '.join(spec.key)});"
-        )
-
-    def export_duplicates(self, job: str, path: str) -> int:
-        import csv
-
-        with open(path, "w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(["id", "tenant_id", "period", "amount", "run_id"])
-            rows = [r for g in sample_duplicates() for r in self.duplicate_rows(job, g.key)]
-            writer.writerows([list(r.values()) for r in rows])
-        return len(rows)
-
-    def close(self) -> None:
-        pass
-
-
-if TYPE_CHECKING:
-
-    def _is_a_facade(console: SampleConsole) -> ConsoleFacade:
-        return console  # mypy checks that SampleConsole satisfies the protocol

@@ -15,7 +15,8 @@ from typing import Any
 from textual.widgets import Input
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW, SampleConsole
+from lockconsole.tui.sample import FROZEN_NOW
+from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
 
 SIZE = (120, 40)

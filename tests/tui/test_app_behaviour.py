@@ -22,7 +22,8 @@ from lockconsole.console.facade import Console
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, many_holders
+from lockconsole.tui.sample import FROZEN_NOW, many_holders
+from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen
 from lockconsole.tui.widgets.holder_rows import holder_key

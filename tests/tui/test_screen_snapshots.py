@@ -13,7 +13,8 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from lockconsole.tui.sample import FROZEN_NOW, SampleConsole, sample_snapshot
+from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
+from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens import DuplicatesScreen, TimelineScreen
 from lockconsole.tui.screens.confirm import ReleaseModal
 

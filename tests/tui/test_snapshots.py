@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW, SampleConsole
+from lockconsole.tui.sample import FROZEN_NOW
+from lockconsole.tui.sample_console import SampleConsole
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
