@@ -20,12 +20,13 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
 from lockconsole.model.jobs import Run
-from lockconsole.text.times import age
+from lockconsole.text.times import age, zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
 from lockconsole.tui.panes import (
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    Staleness,
     banner_text,
     history_rows,
     job_rows,
@@ -116,8 +117,15 @@ class DashboardScreen(Screen[None]):
         _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
         if view.border_subtitle != (by := f"by {host.group_by} (g)"):
             view.border_subtitle = by
-        sync_table(self.query_one("#jobs", DataTable), self._paint(job_rows(snap, now)))
-        history, self._runs_of = history_rows(snap, now, host.text_filter)
+        stale = Staleness(
+            {name: host.last_good.get(name) for name in host.errors},
+            host.ledger_names(),
+        )
+        jobs = job_rows(snap, now, zone=host.zone, stale=stale)
+        sync_table(self.query_one("#jobs", DataTable), self._paint(jobs))
+        history, self._runs_of = history_rows(
+            snap, now, host.text_filter, zone=host.zone, configured=host.job_names()
+        )
         table = self.query_one("#history", DataTable)
         sync_table(table, self._paint(history))
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
@@ -147,6 +155,7 @@ class DashboardScreen(Screen[None]):
             read_only=host.read_only,
             busy=busy,
             alerts=len(snap.alerts) if snap else 0,
+            zone=zone_label(host.zone),
         )
         if host.monochrome:
             text = nocolor.without_colour(text)
@@ -159,7 +168,7 @@ class DashboardScreen(Screen[None]):
             good = [host.last_good[n] for n in host.errors if n in host.last_good]
             if "refresh" in host.errors and snap is not None:
                 good = [snap.taken_at]
-            shown = banner_text(host.errors, min(good) if good else None, now)
+            shown = banner_text(host.errors, min(good) if good else None, now, host.zone)
             banner.update(nocolor.without_colour(shown) if host.monochrome else shown)
         degraded = bool(host.errors)
         if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
@@ -268,7 +277,16 @@ class DashboardScreen(Screen[None]):
             return
         from lockconsole.tui.screens.timeline import TimelineScreen
 
-        self.app.push_screen(TimelineScreen(snapshot, job, now=self.host.clock()))
+        self.app.push_screen(
+            TimelineScreen(snapshot, job, now=self.host.clock(), zone=self.host.zone)
+        )
+
+    def action_audit(self) -> None:
+        from lockconsole.tui.screens.audit import AuditScreen
+
+        self.app.push_screen(
+            AuditScreen(self.host.facade, now=self.host.clock, zone=self.host.zone)
+        )
 
     # --- mutations: asked here, run by the app's workers --------------------------------
 
