@@ -17,8 +17,10 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 
 def span(delta: timedelta) -> str:
-    """The duration format: 340ms, 4.2s, 2s, 42s, 14m05s, 2h03m, 3d04h (negative reads as 0)."""
+    """The duration format: 0s, 340ms, 4.2s, 42s, 14m05s, 2h03m, 3d04h (negative reads as 0s)."""
     total = max(0.0, delta.total_seconds())
+    if total == 0:
+        return "0s"
     if total < 1:
         return f"{total * 1000:.0f}ms"
     if total < 10:

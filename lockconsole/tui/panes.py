@@ -274,6 +274,8 @@ def status_text(
     text.append("│ ")
     if not loaded:
         text.append("loading…")
+        if paused:
+            text.append(" │ PAUSED", style="bold yellow")
     elif paused:
         text.append(f"PAUSED: data {data_age} old, not refreshing", style="bold yellow")
     else:
