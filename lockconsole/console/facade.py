@@ -90,7 +90,11 @@ class Console:
             label = f"{db_name}:{table}" if table else db_name
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
-        runs: list[Run] = [run for found in reads.runs.values() for run in found]
+        # two database names for one database read the same ledger: each row counts once
+        unique = {
+            (r.id, r.job, r.instance, r.started_at): r for f in reads.runs.values() for r in f
+        }
+        runs: list[Run] = list(unique.values())
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)

@@ -178,6 +178,11 @@ def slot_status(runs: list[Run]) -> str:
     return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
 
 
+def run_key(run: Run) -> str:
+    """A history row's key: unique across ledgers (their ids are not), the same for one row."""
+    return f"run:{run.id}:{run.job}:{run.instance}:{run.started_at.isoformat()}"
+
+
 def _trigger(run: Run) -> str:
     if run.trigger != "manual":
         return run.trigger
@@ -199,7 +204,14 @@ def history_rows(
     Runs of jobs not in `configured` are marked "not in this config" (their alerts are not
     this configuration's)."""
     by_slot: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
+    keys: dict[int, str] = {}
+    seen: set[str] = set()
     for run in snapshot.runs:
+        key = run_key(run)
+        if key in seen:  # two database names for one ledger: the same row twice
+            continue
+        seen.add(key)
+        keys[id(run)] = key
         by_slot[(run.job, run.slot)].append(run)
     reports = {(r.job, r.slot): r for r in snapshot.slots}
     slots = sorted(set(by_slot) | set(reports), key=lambda js: (js[1], js[0]), reverse=True)
@@ -226,11 +238,7 @@ def history_rows(
             cells.append("no instance took the lock")
             rows.append((f"missed:{job}:{slot.isoformat()}", cells))
         for run in slot_runs:
-            key = (
-                f"run:{run.id}"
-                if run.id is not None
-                else (f"run:{run.job}:{run.instance}:{run.started_at.isoformat()}")
-            )
+            key = keys[id(run)]
             outcome = Text(run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
             cells = [
                 label,
