@@ -290,7 +290,7 @@ def status_text(
         text.append(f"data {data_age} old │ every {seconds(refresh)}")
     text.append(f" │ times {zone}")
     if busy is not None and busy >= 1:
-        text.append(f" │ refreshing {busy:.0f}s…", style="yellow")
+        text.append(f" │ refreshing {seconds(int(busy))}…", style="yellow")
     if alerts:
         text.append(f" │ {alerts} alerts (o)", style="bold red")
     if read_only:

@@ -5,8 +5,6 @@ RunDetailScreen(run, slot_runs)   a modal; Escape / q closes
 
 from __future__ import annotations
 
-from datetime import UTC
-
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -72,7 +70,7 @@ def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
             "▶" if other == run else "",
             data_text(other.instance, limit=40),
             Text(other.outcome, style=OUTCOME_STYLES.get(other.outcome, "")),
-            other.started_at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
+            times.stamp(other.started_at, ms=True, zone=False)[11:],  # the clock, to the ms
             took,
         )
     return table
