@@ -15,7 +15,7 @@ import pytest
 from conftest import PYTHON
 
 CASES_FILE = Path(__file__).parent / "data" / "bad_cli.txt"
-SUBCOMMANDS = ("locks", "release", "run", "dupes", "history", "check", "schedule")
+SUBCOMMANDS = ("locks", "release", "run", "dupes", "history", "audit", "check", "schedule")
 
 
 def cases() -> list[tuple[str, str]]:

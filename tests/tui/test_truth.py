@@ -11,6 +11,7 @@ waiting. Thread workers are not awaited: each test polls with `pilot.pause` up t
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -191,3 +192,64 @@ async def test_the_timeline_tells_sub_minute_slots_apart_and_follows_the_refresh
             )
             assert isinstance(app.screen, TimelineScreen)
             assert app.screen.slots[app.screen.selected] == labels[0]  # the selection stays
+
+
+def test_runs_of_jobs_not_in_this_config_are_marked_and_raise_no_alerts(
+    pg_url: str, uid: str
+) -> None:
+    """A shared ledger: another configuration's failed run is listed, marked, never alerted;
+    a skipped manual run of ours is listed too (it has no slot report), with who asked."""
+    from lockconsole.tui.panes import NOT_CONFIGURED, history_rows
+
+    config = make_config({"main": pg_url}, uid)
+    ours, theirs = f"main_{uid}", f"theirs_{uid}"
+    now = datetime.now(UTC)
+    with Ledger(config.databases["main"]) as ledger:
+        for job, trigger, outcome, actor in (
+            (theirs, "scheduled", "failed", None),
+            (ours, "manual", "skipped", "alice@ops-1"),
+        ):
+            ledger.record(
+                Run(
+                    job=job,
+                    slot=now - timedelta(minutes=1),
+                    instance=f"i-{job}",
+                    host="h",
+                    pid=1,
+                    trigger=trigger,  # type: ignore[arg-type]
+                    outcome=outcome,  # type: ignore[arg-type]
+                    started_at=now - timedelta(seconds=50),
+                    finished_at=now - timedelta(seconds=49),
+                    actor=actor,
+                )
+            )
+    with Console(config) as console:
+        snap = console.snapshot(duplicates=False)
+    assert {r.job for r in snap.runs} >= {ours, theirs}
+    assert not [a for a in snap.alerts if a.job == theirs]
+    rows, _ = history_rows(snap, now, configured=set(config.jobs))
+    cells = {str(c[4]): [str(x) for x in c] for _, c in rows if str(c[4]).startswith("i-")}
+    assert f"{theirs} · {NOT_CONFIGURED}" in cells[f"i-{theirs}"]
+    mine = cells[f"i-{ours}"]
+    assert mine[1] == ours and "manual by alice@ops-1" in mine and "skipped" in mine
+
+
+@sync
+async def test_log_lines_carry_their_time() -> None:
+    from textual.widgets import RichLog
+
+    from lockconsole.tui.sample import FROZEN_NOW
+    from lockconsole.tui.sample_console import SampleConsole
+
+    now = [FROZEN_NOW]
+    app = LockConsoleApp(SampleConsole(), clock=lambda: now[0], refresh=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None, what="the sample data")
+        now[0] = FROZEN_NOW + timedelta(seconds=7)
+        app.log_line("trigger nightly_billing: starting")
+        await pilot.pause()
+        lines = [strip.text for strip in app.query_one("#log", RichLog).lines]
+        stamp = (FROZEN_NOW + timedelta(seconds=7)).strftime("%H:%M:%S")
+        assert f"{stamp} trigger nightly_billing: starting" in lines, lines
+        alerts = [line for line in lines if "alert: " in line]
+        assert alerts and all(re.match(r"\d\d:\d\d:\d\d alert: ", a) for a in alerts), alerts
