@@ -253,3 +253,41 @@ async def test_log_lines_carry_their_time() -> None:
         assert f"{stamp} trigger nightly_billing: starting" in lines, lines
         alerts = [line for line in lines if "alert: " in line]
         assert alerts and all(re.match(r"\d\d:\d\d:\d\d alert: ", a) for a in alerts), alerts
+
+
+def test_last_counts_from_the_attempt_not_from_its_slot() -> None:
+    """A job without a schedule ran 8 s ago in the slot of its UTC minute, 59 s ago."""
+    from lockconsole.console.reports import slot_reports
+    from lockconsole.model.views import JobStatus, Snapshot
+    from lockconsole.tui.panes import job_rows
+
+    config = make_config({"main": "postgresql://u@127.0.0.1/x"}, "x")
+    job = config.job("main_x")
+    slot = datetime(2026, 11, 29, 3, 7, 0, tzinfo=UTC)
+    now = slot + timedelta(seconds=59)
+    ran = Run(
+        job=job.name,
+        slot=slot,
+        instance="web-1",
+        host="h",
+        pid=1,
+        trigger="scheduled",
+        outcome="succeeded",
+        started_at=slot + timedelta(seconds=50),
+        finished_at=slot + timedelta(seconds=51),
+        id=1,
+    )
+    reports = slot_reports(
+        [job], [ran], now=now, lookback=timedelta(days=1), grace=timedelta(minutes=5)
+    )
+    snap = Snapshot(now, (JobStatus(job, None, None, ran),), (), (ran,), tuple(reports))
+    [(_, cells)] = job_rows(snap, now)
+    assert str(cells[2]) == "ok web-1 8s ago"
+
+
+def test_a_timestamp_in_a_duplicate_row_is_in_the_one_time_format() -> None:
+    from lockconsole.tui.screens.duplicates import _cell
+
+    aware = datetime(2026, 11, 29, 2, 0, 22, 710000, tzinfo=UTC)
+    assert str(_cell(aware)) == "2026-11-29 02:00:22.710 UTC"
+    assert str(_cell(aware.replace(microsecond=0, tzinfo=None))) == "2026-11-29 02:00:22"
