@@ -112,10 +112,11 @@ class LockConsoleApp(App[int]):
 
     def _count_ages(self) -> None:
         """Repaint what says how old something is (the data, LAST, holders, NEXT)."""
-        if self.snapshot is not None:
-            with self.batch_update():
-                self.dashboard.show_data()
-        self._show_status()
+        if not self.dashboard.is_mounted:  # not yet, or no longer (quitting)
+            return
+        with self.batch_update():
+            self.dashboard.show_ages()
+            self._show_status()
 
     # --- refresh -----------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self._runs_of: dict[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
         self._shown_status: object = None
+        self._shown_banner: object = None
+        self._ages_second: int | None = None  # the clock's second the holders' ages were for
 
     @property
     def host(self) -> LockConsoleApp:
@@ -117,12 +119,7 @@ class DashboardScreen(Screen[None]):
         _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
         if view.border_subtitle != (by := f"by {host.group_by} (g)"):
             view.border_subtitle = by
-        stale = Staleness(
-            {name: host.last_good.get(name) for name in host.errors},
-            host.ledger_names(),
-        )
-        jobs = job_rows(snap, now, zone=host.zone, stale=stale)
-        sync_table(self.query_one("#jobs", DataTable), self._paint(jobs))
+        self.show_ages()
         history, self._runs_of = history_rows(
             snap, now, host.text_filter, zone=host.zone, configured=host.job_names()
         )
@@ -130,6 +127,25 @@ class DashboardScreen(Screen[None]):
         sync_table(table, self._paint(history))
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+
+    def show_ages(self) -> None:
+        """Repaint what counts on with the clock: the jobs pane (LAST, NEXT, unknown's age)
+        and the holders' ages; the status line is show_status()."""
+        host = self.host
+        snap = host.snapshot
+        if snap is None:
+            return
+        stale = Staleness(
+            {name: host.last_good.get(name) for name in host.errors},
+            host.ledger_names(),
+        )
+        now = host.clock()
+        jobs = job_rows(snap, now, zone=host.zone, stale=stale)
+        sync_table(self.query_one("#jobs", DataTable), self._paint(jobs))
+        second = int(now.timestamp())
+        if second != self._ages_second:  # the holders' ages read another second: repaint
+            self._ages_second = second
+            self.query_one(HoldersView).refresh()
 
     def _paint(self, rows: list[Any]) -> list[Any]:
         """Table rows as they go on screen: without colour under NO_COLOR."""
@@ -169,7 +185,10 @@ class DashboardScreen(Screen[None]):
             if "refresh" in host.errors and snap is not None:
                 good = [snap.taken_at]
             shown = banner_text(host.errors, min(good) if good else None, now, host.zone)
-            banner.update(nocolor.without_colour(shown) if host.monochrome else shown)
+            shown = nocolor.without_colour(shown) if host.monochrome else shown
+            if shown != self._shown_banner:  # its age ticks: repaint only what changed
+                self._shown_banner = shown
+                banner.update(shown)
         degraded = bool(host.errors)
         if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
             banner.set_class(degraded, "-shown")
