@@ -136,25 +136,27 @@ def test_http_metrics_match_the_ledger_and_pg_locks(
     for job in (ok, held):  # attempts by outcome and instance: exactly the ledger's
         expected = Counter((r.outcome, r.instance) for r in ledger[job])
         got = {
-            (dict(labels)["outcome"], dict(labels)["instance"]): v
+            (dict(labels)["outcome"], dict(labels)["instance_name"]): v
             for (name, labels), v in samples.items()
-            if name == "lockconsole_job_attempts" and dict(labels)["job"] == job
+            if name == "lockconsole_job_attempts" and dict(labels)["job_name"] == job
         }
         assert got == {k: float(v) for k, v in expected.items()}
-    assert value(samples, "job_attempts", job=held, outcome="skipped", instance="web-2") == 1
+    assert (
+        value(samples, "job_attempts", job_name=held, outcome="skipped", instance_name="web-2") == 1
+    )
     (done,) = ledger[ok]
     assert done.finished_at is not None
-    last = value(samples, "job_last_success_timestamp_seconds", job=ok)
+    last = value(samples, "job_last_success_timestamp_seconds", job_name=ok)
     assert last == pytest.approx(done.finished_at.timestamp(), abs=1e-3)
-    assert value(samples, "job_last_success_timestamp_seconds", job=held) is None
+    assert value(samples, "job_last_success_timestamp_seconds", job_name=held) is None
     started = max(r.started_at for r in ledger[held])
-    last_attempt = value(samples, "job_last_attempt_timestamp_seconds", job=held)
+    last_attempt = value(samples, "job_last_attempt_timestamp_seconds", job_name=held)
     assert last_attempt == pytest.approx(started.timestamp(), abs=1e-3)
     for status in slot_statuses():  # every status is there, 0 or not
-        assert value(samples, "job_slots", job=ok, status=status) == (status == "ok")
-        assert value(samples, "job_slots", job=held, status=status) == (status == "running")
-    assert value(samples, "job_period_seconds", job=ok) == 86400
-    assert value(samples, "job_grace_seconds", job=ok) == 1
+        assert value(samples, "job_slots", job_name=ok, status=status) == (status == "ok")
+        assert value(samples, "job_slots", job_name=held, status=status) == (status == "running")
+    assert value(samples, "job_period_seconds", job_name=ok) == 86400
+    assert value(samples, "job_grace_seconds", job_name=ok) == 1
     # holders and waiters: what pg_locks showed around the scrape (nothing moved meanwhile)
     assert before == after and after[1] >= 1
     assert value(samples, "database_holders", database="main") == after[0]
@@ -167,7 +169,13 @@ def test_http_metrics_match_the_ledger_and_pg_locks(
     scrape = value(samples, "scrape_duration_seconds")
     assert scrape is not None and scrape > 0
     labels = {k for (_, pairs) in samples for k, _ in pairs}
-    assert labels <= {"job", "database", "outcome", "instance", "status"}  # bounded: no pid, key
+    assert labels <= {
+        "job_name",
+        "database",
+        "outcome",
+        "instance_name",
+        "status",
+    }  # bounded: no pid, key
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0
 
@@ -211,8 +219,8 @@ def test_textfile_is_replaced_atomically_with_duplicate_counts(
     assert sorted(p.name for p in out.iterdir()) == ["lockconsole.prom"]  # no temporary left
     assert target.stat().st_mode & 0o777 == 0o644
     samples = parse(target.read_text())
-    assert value(samples, "job_duplicate_groups", job=job) == 1
-    assert value(samples, "job_duplicate_surplus_rows", job=job) == 2
+    assert value(samples, "job_duplicate_groups", job_name=job) == 1
+    assert value(samples, "job_duplicate_surplus_rows", job_name=job) == 2
     assert value(samples, "database_up", database="down") == 0
 
 

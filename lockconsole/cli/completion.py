@@ -1,7 +1,7 @@
 """`lockconsole completion bash|zsh`: a shell completion script, generated from the parser.
 
-    lockconsole completion bash > ~/.local/share/bash-completion/completions/lockconsole
-    lockconsole completion zsh > "${fpath[1]}/_lockconsole"
+lockconsole completion bash > ~/.local/share/bash-completion/completions/lockconsole
+lockconsole completion zsh > "${fpath[1]}/_lockconsole"
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Every figure comes from the Snapshot the console itself shows (the ledger's runs within
 `[console] lookback`, the slot reports, the holders with their stale marks, the duplicate counts),
-so a graph and the console never disagree. Labels stay bounded: job, database, outcome,
-instance, status; never a pid, a lock key or a run id.
+so a graph and the console never disagree. Labels stay bounded: job_name, database, outcome,
+instance_name, status; never a pid, a lock key or a run id. (Not `job` and `instance`: Prometheus
+gives every scraped series those two labels for the target, and would rename ours.)
 """
 
 from __future__ import annotations
@@ -63,12 +64,12 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
     success = Figure(
         "job_last_success_timestamp_seconds",
         "When the job's newest succeeded attempt finished (within the lookback), Unix time",
-        ("job",),
+        ("job_name",),
     )
     attempt = Figure(
         "job_last_attempt_timestamp_seconds",
         "When the job's newest attempt started (within the lookback), Unix time",
-        ("job",),
+        ("job_name",),
     )
     last_success: dict[str, datetime] = {}
     last_attempt: dict[str, datetime] = {}
@@ -87,7 +88,7 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
     attempts = Figure(
         "job_attempts",
         "Attempts within the lookback, by outcome and instance",
-        ("job", "outcome", "instance"),
+        ("job_name", "outcome", "instance_name"),
     )
     for (job, outcome, instance), count in sorted(
         Counter((r.job, r.outcome, r.instance) for r in runs).items()
@@ -97,7 +98,7 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
     slots = Figure(
         "job_slots",
         "Slots within the lookback, by status (every status, 0 included)",
-        ("job", "status"),
+        ("job_name", "status"),
     )
     by_status = Counter((s.job, s.status) for s in snap.slots if s.job in config.jobs)
     for job in jobs:
@@ -105,20 +106,26 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
             slots.add((job, status), by_status.get((job, status), 0))
 
     groups = Figure(
-        "job_duplicate_groups", "Keys held by more than one row of the idempotency table", ("job",)
+        "job_duplicate_groups",
+        "Keys held by more than one row of the idempotency table",
+        ("job_name",),
     )
     surplus = Figure(
-        "job_duplicate_surplus_rows", "Rows of the idempotency table beyond one per key", ("job",)
+        "job_duplicate_surplus_rows",
+        "Rows of the idempotency table beyond one per key",
+        ("job_name",),
     )
     for job, group_count, surplus_rows in snap.duplicates:
         groups.add((job,), group_count)
         surplus.add((job,), surplus_rows)
 
     periods = Figure(
-        "job_period_seconds", "The longest gap between the job's recent scheduled firings", ("job",)
+        "job_period_seconds",
+        "The longest gap between the job's recent scheduled firings",
+        ("job_name",),
     )
     grace = Figure(
-        "job_grace_seconds", "How late a slot may start before it counts as missed", ("job",)
+        "job_grace_seconds", "How late a slot may start before it counts as missed", ("job_name",)
     )
     for name in jobs:
         gap = period(config.jobs[name], snap.taken_at)
@@ -132,7 +139,9 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
 
 def _database_figures(snap: Snapshot, config: Config, scrape_seconds: float) -> Iterable[Figure]:
     errors = dict(snap.errors)
-    up = Figure("database_up", "1 when the database answered this scrape, 0 when not", ("database",))
+    up = Figure(
+        "database_up", "1 when the database answered this scrape, 0 when not", ("database",)
+    )
     holders = Figure("database_holders", "Sessions holding a lock (granted)", ("database",))
     waiters = Figure("database_waiters", "Sessions waiting for a lock", ("database",))
     stale = Figure("database_stale_holders", "Holders that look stale", ("database",))
