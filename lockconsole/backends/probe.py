@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.connect import connect_mysql, connect_pg, first_line
+from lockconsole.backends.inspect import HolderList
 from lockconsole.backends.sqlfiles import load
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
@@ -90,7 +91,7 @@ def _probe_pg(url: DatabaseURL) -> Probe:
         lease_tables=tuple(_qualified(t, "public") for t in tables),
         view_grant=view,
         release_grant=release,
-        notes=tuple(listed.notes),
+        notes=_notes(listed),
     )
 
 
@@ -129,8 +130,14 @@ def _probe_mysql(url: DatabaseURL) -> Probe:
         lease_tables=tuple(_qualified(t, str(server["datname"] or "")) for t in tables),
         view_grant=view,
         release_grant=release,
-        notes=tuple(listed.notes),
+        notes=_notes(listed),
     )
+
+
+def _notes(listed: HolderList) -> tuple[str, ...]:
+    """The inspector's notes, and what privileges hide of the holders (each once)."""
+    hidden = [h.hidden for h in listed.holders if h.hidden]
+    return tuple(dict.fromkeys((*listed.notes, *hidden)))
 
 
 def _account(current_user: str) -> tuple[str, str]:

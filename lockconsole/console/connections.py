@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lockconsole.backends.connect import Timeouts
 from lockconsole.backends.inspect import HolderList, Inspector
@@ -47,7 +47,7 @@ class Reads:
     errors: dict[str, str] = field(default_factory=dict)  # database -> why it has no answer
     seconds: dict[str, float] = field(default_factory=dict)  # database -> its longest read
 
-    def took(self, db_name: str, call: Call[object]) -> None:
+    def took(self, db_name: str, call: Call[Any]) -> None:
         """Note how long one of the database's reads took (a call still running: not yet)."""
         took = call.took()
         if took is not None:

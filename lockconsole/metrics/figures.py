@@ -100,7 +100,9 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
         "Slots within the lookback, by status (every status, 0 included)",
         ("job_name", "status"),
     )
-    by_status = Counter((s.job, s.status) for s in snap.slots if s.job in config.jobs)
+    by_status = Counter[tuple[str, str]](
+        (s.job, s.status) for s in snap.slots if s.job in config.jobs
+    )
     for job in jobs:
         for status in slot_statuses():
             slots.add((job, status), by_status.get((job, status), 0))
