@@ -36,11 +36,6 @@ def run(args: argparse.Namespace) -> int:
     from lockconsole.starter.template import render
     from lockconsole.text.safe import shown
 
-    path = Path(args.path)
-    if path.exists():
-        raise UsageError(f"init: {args.path} exists; nothing was written (choose another PATH)")
-    if not path.parent.is_dir():
-        raise UsageError(f"init: the folder of {args.path} does not exist; nothing was written")
     url = None
     if args.url is not None:
         try:
@@ -49,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"init: --url: {exc}") from None
         if url.dialect not in ("postgresql", "mysql"):
             raise UsageError("init: --url must be a postgresql:// or mysql:// URL to probe")
+    path = Path(args.path)
+    if path.exists():
+        raise UsageError(f"init: {args.path} exists; nothing was written (choose another PATH)")
+    if not path.parent.is_dir():
+        raise UsageError(f"init: the folder of {args.path} does not exist; nothing was written")
     probe = None
     if url is not None:
         from lockconsole.backends.probe import probe as probe_database
