@@ -204,15 +204,15 @@ def too_many_hint(text: str, url: DatabaseURL) -> str:
     """What to do when the server is out of connections, to follow its error; else ""."""
     if not any(words in text.lower() for words in TOO_MANY):
         return ""
+    held = " -- every instance holds its connections for the whole attempt: "
     if url.dialect == "postgresql":
         return (
-            " -- every instance holds one connection per attempt: put PgBouncer (transaction"
-            ' pooling) in front and use strategy = "pg-xact", or have fewer instances connect'
-            " directly (README: Sizing connections)"
+            f'{held}put PgBouncer (transaction pooling) in front and use strategy = "pg-xact",'
+            " or have fewer instances connect directly (README: Sizing connections)"
         )
     return (
-        " -- every instance holds one connection per attempt: have fewer instances connect at"
-        " once, or raise the server's max_connections (README: Sizing connections)"
+        f"{held}have fewer instances connect at once, or raise the server's max_connections"
+        " (README: Sizing connections)"
     )
 
 

@@ -19,6 +19,8 @@ import pytest
 from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
 from psycopg import sql
 
+from lockconsole.config.urls import parse_url
+
 from fault_helpers import job_config, runs_of, worker_env
 
 INSTANCES = 150
@@ -91,3 +93,75 @@ def test_out_of_connections_says_what_to_do(pg_url: str, limited_role: str, uid,
     assert "too many connections for role" in line
     assert 'put PgBouncer (transaction pooling) in front and use strategy = "pg-xact"' in line
     assert "or have fewer instances connect directly" in line
+
+
+COUNT_PG = (
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+COUNT_MYSQL = (
+    "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+    "WHERE DB = DATABASE() AND ID <> CONNECTION_ID()"
+)
+
+
+@pytest.fixture
+def own_database(pg_url: str, pg_conn, uid: str):  # type: ignore[no-untyped-def]
+    """A database nobody else connects to, so every session in it is the attempt's."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    name = f"lc_sizing_{uid}"
+    pg_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield urlunsplit(urlsplit(pg_url)._replace(path=f"/{name}"))
+    pg_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def own_schema(mysql_url: str, mysql_conn, uid: str):  # type: ignore[no-untyped-def]
+    from urllib.parse import urlsplit, urlunsplit
+
+    name = f"lc_sizing_{uid}"
+    with mysql_conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")
+    yield urlunsplit(urlsplit(mysql_url)._replace(path=f"/{name}"))
+    with mysql_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE `{name}`")
+
+
+def _sessions_during_attempt(config: Path, job: str, count: list[str]) -> int:
+    """How many sessions the database has while the job runs (the job itself asks)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", job, "-q"]
+        + ["--manual", "--", *count],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"), [("pg-session", 1), ("pg-xact", 2), ("lease", 2)]
+)
+def test_connections_per_attempt_postgres(
+    strategy: str, expected: int, own_database: str, uid: str, tmp_path: Path
+) -> None:
+    job = f"size_{uid}"
+    config = job_config(tmp_path / "size.toml", own_database, job, strategy)
+    count = ["psql", own_database, "-Atc", COUNT_PG]
+    # the first attempt creates the ledger (and lease) tables; the second is a steady one
+    _sessions_during_attempt(config, job, count)
+    assert _sessions_during_attempt(config, job, count) == expected
+
+
+@pytest.mark.mysql
+def test_connections_per_attempt_mysql(own_schema: str, uid: str, tmp_path: Path) -> None:
+    job = f"size_{uid}"
+    config = job_config(tmp_path / "size.toml", own_schema, job, "mysql")
+    parts = parse_url(own_schema)
+    count = ["mariadb", "-h", str(parts.host), "-P", str(parts.port), "-u", str(parts.user)]
+    count += ["-N", "-e", COUNT_MYSQL, str(parts.database)]
+    _sessions_during_attempt(config, job, count)
+    assert _sessions_during_attempt(config, job, count) == 1
