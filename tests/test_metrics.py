@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from psycopg import sql
 from lockconsole import run_once
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, load_config
+from lockconsole.console.facade import Console
 from lockconsole.metrics.figures import slot_statuses
 from lockconsole.model.jobs import Run
 
@@ -129,6 +131,8 @@ def test_http_metrics_match_the_ledger_and_pg_locks(
             samples = parse(answer.read().decode())
         after = advisory_counts(pg_url)
         ledger = {job: ledger_runs(config, job) for job in (ok, held)}  # as it was scraped
+        with Console(config, read_only=True) as console:  # what the console shows meanwhile
+            stale_shown = sum(h.granted and bool(h.stale) for h in console.snapshot().holders)
     waiting.join(timeout=30)
     waiter.execute("SELECT pg_advisory_unlock_all()")
     waiter.close()
@@ -161,6 +165,7 @@ def test_http_metrics_match_the_ledger_and_pg_locks(
     assert before == after and after[1] >= 1
     assert value(samples, "database_holders", database="main") == after[0]
     assert value(samples, "database_waiters", database="main") == after[1]
+    assert value(samples, "database_stale_holders", database="main") == stale_shown
     assert value(samples, "database_up", database="main") == 1
     assert value(samples, "database_up", database="down") == 0
     assert value(samples, "database_holders", database="down") is None
@@ -248,6 +253,26 @@ def test_bad_metrics_arguments_are_one_line(
     assert done.returncode == 2
     assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert list(tmp_path.glob("*.prom")) == []
+
+
+def test_a_port_in_use_is_one_line(write_config, pg_url: str, cli_env) -> None:  # type: ignore[no-untyped-def]
+    path = write_config(_config_text(pg_url, []))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
+            + ["--listen", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=cli_env,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"lockconsole: metrics: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
 
 
 def test_missing_extra_names_it(cli_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
