@@ -96,6 +96,7 @@ def test_through_pgbouncer_suggests_pg_xact(pgbouncer: str, cli_env, tmp_path: P
     assert "# Suggested strategy: pg-xact (a pooler (pgbouncer, transaction pooling)" in text
     assert '# strategy = "pg-xact"' in text
     load_config(str(tmp_path / "through-pgbouncer.toml"))
+    print(done.stdout)  # what a user sees (pytest -s)
 
 
 @pytest.fixture

@@ -47,8 +47,8 @@ def strategy_for(probe: Probe | None) -> tuple[str, str]:
     if pooler is not None and pooler.detected and pooler.pool_mode != "session":
         mode = pooler.pool_mode or "unknown"
         return "pg-xact", (
-            f"a pooler ({pooler.kind}, {mode} pooling) sits in front: a session lock would "
-            "outlive the transaction on a shared server connection, pg-xact holds it in one"
+            f"a pooler ({pooler.kind}, {mode} pooling) sits in front: a session lock would stay "
+            "on a server connection other clients then share; pg-xact's ends with its transaction"
         )
     return "pg-session", "a direct connection: a session-level advisory lock"
 
