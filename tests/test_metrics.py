@@ -301,3 +301,24 @@ def test_missing_extra_names_it(cli_env, tmp_path: Path) -> None:  # type: ignor
         "install the extra: pip install 'lockconsole[metrics]'"
     )
     assert not os.path.exists(tmp_path / "x.prom")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "seconds"),
+    [
+        ("0 2 * * *", 86400),
+        ("0 2 * * 1-5", 3 * 86400),  # Friday to Monday is the longest gap
+        ("*/15 * * * *", 900),
+        (None, None),  # no schedule: no period, so no no-success alert
+    ],
+)
+def test_period_is_the_longest_gap_between_firings(
+    schedule: str | None, seconds: float | None
+) -> None:
+    from datetime import UTC, datetime
+
+    from lockconsole.metrics.figures import period
+    from lockconsole.model.jobs import Job
+
+    job = Job(name="j", database="main", strategy="pg-session", key=None, schedule=schedule)  # type: ignore[arg-type]
+    assert period(job, datetime(2026, 12, 1, 7, 0, tzinfo=UTC)) == seconds
