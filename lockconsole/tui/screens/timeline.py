@@ -337,7 +337,8 @@ class TimelineScreen(Screen[None]):
     def action_open_run(self) -> None:
         run = self.selected_run()
         if run is not None:
-            self.app.push_screen(RunDetailScreen(run, self.slot_runs[self.slots[self.selected]]))
+            runs = self.slot_runs[self.slots[self.selected]]
+            self.app.push_screen(RunDetailScreen(run, runs, self.zone))
 
     def action_back(self) -> None:
         self.dismiss(None)
