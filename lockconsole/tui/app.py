@@ -196,19 +196,6 @@ class LockConsoleApp(App[int]):
     def _show_status(self) -> None:
         self.dashboard.show_status()
 
-    def job_names(self) -> set[str]:
-        config = getattr(self.facade, "config", None)
-        return set(getattr(config, "jobs", {}) or {})
-
-    def ledger_names(self) -> dict[str, str]:
-        """Each configured job's ledger database."""
-        config = getattr(self.facade, "config", None)
-        jobs = getattr(config, "jobs", {}) or {}
-        try:
-            return {name: config.ledger_for(job).name for name, job in jobs.items()}  # type: ignore[union-attr]
-        except Exception:  # a stand-in config without ledgers
-            return {}
-
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
         return list(getattr(config, "databases", {}) or {})

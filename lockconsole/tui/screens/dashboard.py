@@ -32,6 +32,7 @@ from lockconsole.tui.panes import (
     job_rows,
     status_text,
 )
+from lockconsole.tui.state import job_names, ledger_names
 from lockconsole.tui.widgets.holder_rows import HolderRows, layout
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import selected_key, sync_table
@@ -121,7 +122,11 @@ class DashboardScreen(Screen[None]):
             view.border_subtitle = by
         self.show_ages()
         history, self._runs_of = history_rows(
-            snap, now, host.text_filter, zone=host.zone, configured=host.job_names()
+            snap,
+            now,
+            host.text_filter,
+            zone=host.zone,
+            configured=job_names(getattr(host.facade, "config", None)),
         )
         table = self.query_one("#history", DataTable)
         sync_table(table, self._paint(history))
@@ -137,7 +142,7 @@ class DashboardScreen(Screen[None]):
             return
         stale = Staleness(
             {name: host.last_good.get(name) for name in host.errors},
-            host.ledger_names(),
+            ledger_names(getattr(host.facade, "config", None)),
         )
         now = host.clock()
         jobs = job_rows(snap, now, zone=host.zone, stale=stale)
