@@ -22,6 +22,7 @@ from typing import Any, cast
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import RichLog
@@ -112,11 +113,14 @@ class LockConsoleApp(App[int]):
 
     def _count_ages(self) -> None:
         """Repaint what says how old something is (the data, LAST, holders, NEXT)."""
-        if not self.dashboard.is_mounted:  # not yet, or no longer (quitting)
+        if not self.dashboard.is_mounted:  # not yet
             return
-        with self.batch_update():
-            self.dashboard.show_ages()
-            self._show_status()
+        try:
+            with self.batch_update():
+                self.dashboard.show_ages()
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            pass
 
     # --- refresh -----------------------------------------------------------------------
 
@@ -164,9 +168,12 @@ class LockConsoleApp(App[int]):
             if seen not in self._alerts_seen:
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
-        with self.batch_update():
-            self.dashboard.show_data(rows)
-            self._show_status()
+        try:
+            with self.batch_update():
+                self.dashboard.show_data(rows)
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            return
         if isinstance(self.screen, TimelineScreen):  # it follows the dashboard's refresh
             self.run_worker(self.screen.show_snapshot(snap, self.clock()), group="timeline")
 
