@@ -201,7 +201,10 @@ class LockConsoleApp(App[int]):
             self.notify(text, title=f"{worker.group} failed", severity="error", timeout=8)
 
     def _show_status(self) -> None:
-        self.dashboard.show_status()
+        try:
+            self.dashboard.show_status()
+        except NoMatches:  # the app is shutting down: the status line is gone
+            pass
 
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
