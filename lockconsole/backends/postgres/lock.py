@@ -152,10 +152,15 @@ class PgSessionLock(_PgLock):
             if mode != "session":
                 raise PoolerRefused(self._refusal(mode, evidence))
             got, _ = self._try(any_port=True)
-        elif allow and server_port is not None and server_port != self._dsn_port():
-            log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
+        else:
+            self._warn_if_proxied(server_port)
         self.held = bool(got)
         return self.held
+
+    def _warn_if_proxied(self, server_port: int | None) -> None:
+        """allow_pooler let a try through a proxy: say so in the log."""
+        if self.job.allow_pooler and server_port is not None and server_port != self._dsn_port():
+            log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
 
     def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
         """(got, server port); got is None when the pooler guard stopped the statement.

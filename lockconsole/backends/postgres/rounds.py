@@ -1,0 +1,214 @@
+"""The run path in two round trips on PostgreSQL: decide and record in one, finish and release in
+one.
+
+pg-session with the ledger in the lock's own database (`Rounds` on the lock's connection):
+
+- **decide and record**: one pipeline of two statements, one round trip. The first tries the lock
+  (behind the pooler guard on a new connection) and leaves its answer in the transaction-local
+  setting `lockconsole.got`; the second (`decide_run`) reads it, checks the slot's claim and
+  inserts the attempt as "acquired" or "skipped", letting the lock go again when the slot already
+  succeeded. They are two statements, not one, because a statement reads the ledger as of its
+  own start: a single statement would look for the slot's claim with a snapshot taken before its
+  try-lock, and could miss a run that committed and let the lock go in between. The pipeline
+  ends in one Sync, so both run in one implicit transaction (the skip or the "acquired" row
+  commits with it, before the job starts); the session lock does not depend on that commit.
+- **finish and release**: one statement (`finish_release_run`): the pg_locks check, the outcome
+  UPDATE (conditional on the row still being "acquired" by this instance and process, and
+  "lock_lost" when the check failed), then the session lock handed to a transaction-level hold of
+  the same key and unlocked. The key stays held until the statement's transaction commits, so the
+  outcome is written while the lock is held and whoever takes the key next sees it.
+
+Anything unusual (the pooler guard stopped the try, an earlier attempt of the slot is still
+"acquired", a missing table or privilege, an error) makes `decide` return None with `lock.held`
+telling the truth, and `finish` return None with the lock untouched: the runner then goes on one
+statement at a time, as it did before these were merged.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from lockconsole.backends import sqlfiles
+from lockconsole.backends.postgres.lock import PgSessionLock
+
+if TYPE_CHECKING:
+    from lockconsole.backends import Lock
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Database, Run
+
+log = logging.getLogger("lockconsole.engine.runner")
+SKIP_HELD = "lock held by another session"
+LOST = "lock or its connection went away"
+_PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
+
+
+class Finished(NamedTuple):
+    """What finish_release_run answered: was the lock held, the outcome written (None: the
+    row was no longer ours to close), and was the lock let go."""
+
+    held: bool
+    outcome: str | None
+    released: bool
+
+
+@cache
+def _statements(suffix: str, guarded: bool) -> tuple[str, str, str]:
+    """(try-lock into lockconsole.got, decide_run, finish_release_run) for a key kind."""
+    if guarded:
+        tried = (
+            "WITH t(got, pid, server_port, client_port) AS MATERIALIZED ("
+            + sqlfiles.load("try_advisory_lock" + suffix)
+            + ") SELECT set_config('lockconsole.got', COALESCE(t.got::text, 'guard'), true),"
+            " t.got, t.pid, t.server_port, t.client_port FROM t"
+        )
+    else:
+        tried = (
+            "WITH t(got, pid) AS MATERIALIZED ("
+            + sqlfiles.load("try_advisory_lock_plain" + suffix)
+            + ") SELECT set_config('lockconsole.got', t.got::text, true), t.got, t.pid,"
+            " NULL::integer, NULL::integer FROM t"
+        )
+    args = "%(key1)s::integer, %(key2)s::integer" if suffix == "_pair" else "%(key)s::bigint"
+    unlock = f"pg_advisory_unlock({args})"
+    decide = sqlfiles.load("decide_run", "postgresql").replace("{unlock}", unlock)
+    finish = (
+        sqlfiles.load("finish_release_run", "postgresql")
+        .replace("{unlock}", unlock)
+        .replace("{try_xact_lock}", f"pg_try_advisory_xact_lock({args})")
+    )
+    return tried, decide, finish
+
+
+def for_attempt(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+    """The merged statements for this lock and ledger, or None where they do not apply."""
+    if type(lock) is not PgSessionLock or database.url.raw != ledger_database.url.raw:
+        return None
+    if _PIPELINE[0] is None:
+        import psycopg
+
+        _PIPELINE[0] = psycopg.Pipeline.is_supported()
+    return Rounds(lock) if _PIPELINE[0] else None
+
+
+class Rounds:
+    """A pg-session lock's attempt in two round trips, on the lock's own connection."""
+
+    def __init__(self, lock: PgSessionLock) -> None:
+        self.lock = lock
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        """Try the lock, check the slot's claim, record: the recorded Run ("acquired" or
+        "skipped"), or None when the runner must go on one statement at a time."""
+        import psycopg
+
+        lock = self.lock
+        if lock.held:
+            return None
+        guarded = not lock._guard_passed
+        tried_sql, decide_sql, _ = _statements(lock._suffix, guarded)
+        tried_params: dict[str, Any] = dict(lock._params)
+        if guarded:
+            tried_params.update(any_port=lock.job.allow_pooler, port=lock._dsn_port())
+        params = ledger.insert_params(run)
+        params.update(lock._params)
+        params.update(
+            got=None,
+            claims=claims,
+            held_message=SKIP_HELD,
+            here=True,
+            finished_at=datetime.now(UTC),
+            session_id=None,
+        )
+        conn = lock.conn
+        tried = decided = None
+        try:
+            with conn.pipeline():
+                tried = conn.execute(tried_sql, tried_params)
+                decided = conn.execute(decide_sql, params)
+            tried_row = lock._row(tried, "pg_try_advisory_lock")
+            row = lock._row(decided, "decide_run")
+        except psycopg.Error as exc:
+            self._undecided(tried, exc)
+            return None
+        _, got, pid, server_port, client_port = tried_row
+        outcome, run_id, claim_id, message, unlocked, *ports = row
+        lock.session_id = int(pid)
+        if guarded:
+            lock._note_ports(server_port, client_port)
+            lock._guard_passed = got is not None
+            if got is not None:
+                lock._warn_if_proxied(server_port)
+        if not ledger._ports_seen and ledger._conn is None:
+            ledger._ports_seen = True  # the lock's connection stands for the ledger's here
+        lock.held = bool(got) and not unlocked
+        if outcome is None:
+            return None  # the guard stopped the try, or a claim is still "acquired"
+        if got and claim_id is not None and not unlocked:
+            lock.lost_on_release = True  # the slot was done and the lock had gone meanwhile
+        ledger._can_finish = True
+        return _evolve(
+            run,
+            id=int(run_id),
+            outcome=outcome,
+            message=message,
+            session_id=lock.session_id,
+            finished_at=params["finished_at"] if outcome == "skipped" else None,
+        )
+
+    def _undecided(self, tried: Any, exc: BaseException) -> None:
+        """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
+        lock = self.lock
+        if lock._gone():
+            lock.held = False
+            raise lock._error("pg_try_advisory_lock", exc) from None
+        got = None
+        try:
+            got = lock._row(tried, "pg_try_advisory_lock")[1] if tried is not None else None
+        except Exception:
+            got = None
+        lock.held = bool(got)
+        if got is None:  # the try itself may have run: ask the server
+            lock.held = True
+            lock.held = lock.still_held()
+        log.debug("decide_run failed, going on one statement at a time: %s", exc)
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        """Check, record and release in one statement; None (the lock untouched) on an error."""
+        import psycopg
+
+        lock = self.lock
+        if not lock.held or lock._gone():
+            return None
+        _, _, finish_sql = _statements(lock._suffix, False)
+        params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
+        params.update(lock._params)
+        params.update(lock._identity)
+        params.update(release=True, lost_message=params["message"] or LOST)
+        try:
+            row = lock._row(lock.conn.execute(finish_sql, params), "finish_release_run")
+        except psycopg.Error as exc:
+            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            return None
+        held, closed, released = bool(row[0]), row[1], bool(row[2])
+        if held and released:
+            lock.held = False
+        elif not held:
+            lock.held, lock.lost_on_release = False, True
+        return Finished(held, closed, released)
+
+
+def _evolve(run: Run, **changes: Any) -> Run:
+    from lockconsole.model.jobs import evolve
+
+    return evolve(run, **changes)

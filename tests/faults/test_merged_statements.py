@@ -1,0 +1,155 @@
+"""Faults inside the merged statements of the run path (backends/postgres/rounds.py), in real
+`lockconsole run` processes on a real PostgreSQL.
+
+The instant is placed by the server, not by a sleep: another connection holds a lock that the
+merged statement needs, so the statement stops exactly where the test wants it, and
+pg_stat_activity shows it waiting there. Then the runner's process is killed (-9) or its session
+terminated, and the lock is let go:
+
+- decide and record: the try-lock has run (pg_locks shows the advisory lock granted) and the
+  record waits for the ledger table. Either way no lock stays held, no attempt stays "acquired",
+  and the next instance runs the slot.
+- finish and release: the lock's check has run and the outcome UPDATE waits for its row. A killed
+  process's statement still completes on the server: the outcome it wrote while the lock was
+  held, then the release. A terminated session writes nothing and frees the lock; the runner then
+  records lock_lost on a new connection (exit 4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config
+
+from barrier import Barrier
+from fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
+
+SLOT = "2030-01-01T03:00:00+00:00"
+
+
+def _run(config: Path, job: str, instance: str, barrier: Barrier | None = None) -> subprocess.Popen:
+    env = barrier.env() if barrier is not None else dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("LOCKCONSOLE_INSTANCE", None)
+    argv = [sys.executable, "-m", "lockconsole", "--config", str(config), "run", job]
+    argv += ["--instance", instance, "--slot", SLOT, "--json", "--", "true"]
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _done(proc: subprocess.Popen) -> tuple[int, dict[str, Any], str]:
+    out, err = proc.communicate(timeout=120)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, err
+
+
+def _config(tmp_path: Path, url: str, job: str) -> Path:
+    config = job_config(tmp_path / "lockconsole.toml", url, job, "pg-session")
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        ledger.create_schema()
+    return config
+
+
+def _waiting(pg_conn: Any, job: str, instance: str) -> int | None:
+    """The runner's backend pid while its statement waits for a lock, else None."""
+    row = pg_conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+        (f"lockconsole:{job}@{instance}",),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _advisory_locks(pg_conn: Any, pid: int) -> int:
+    return int(
+        pg_conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s",
+            (pid,),
+        ).fetchone()[0]
+    )
+
+
+def _fault(fault: str, proc: subprocess.Popen, pg_conn: Any, pid: int) -> None:
+    if fault == "kill9":
+        proc.kill()
+        proc.wait(60)
+    else:
+        assert pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("fault", ["kill9", "terminate"])
+def test_a_fault_between_the_try_lock_and_the_record(pg_url, pg_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    job = f"mg_{uid}"
+    config = _config(tmp_path, pg_url, job)
+    blocker = psycopg.connect(pg_url)
+    try:
+        blocker.execute("LOCK TABLE lockconsole_runs IN ACCESS EXCLUSIVE MODE")
+        first = _run(config, job, "web-1")
+        pid = wait_for(lambda: _waiting(pg_conn, job, "web-1"), what="the record waiting")
+        assert _advisory_locks(pg_conn, pid) == 1  # the try-lock ran; nothing is recorded yet
+        _fault(fault, first, pg_conn, pid)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    code, out, err = _done(first)
+    if fault == "terminate":
+        assert code == 5, (code, out, err)
+    wait_for(lambda: _advisory_locks(pg_conn, pid) == 0, what="the lock let go")
+    code_b, out_b, err_b = _done(_run(config, job, "web-2"))
+    assert (code_b, out_b.get("outcome")) == (0, "succeeded"), (code_b, out_b, err_b)
+    runs = runs_of(config, job)
+    assert [r.outcome for r in runs if r.instance == "web-2"] == ["succeeded"]
+    first_runs = [r.outcome for r in runs if r.instance == "web-1"]
+    if fault == "terminate":
+        assert first_runs == []  # the record rolled back with the session
+    else:  # the server may have committed it before it noticed: closed as abandoned
+        assert first_runs in ([], ["lock_lost"]), first_runs
+
+
+@pytest.mark.parametrize("fault", ["kill9", "terminate"])
+def test_a_fault_inside_finish_and_release(pg_url, pg_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    job = f"mg_{uid}"
+    config = _config(tmp_path, pg_url, job)
+    barrier = Barrier(tmp_path / "barrier", "finish_before_check")
+    first = _run(config, job, "web-1", barrier)
+    barrier.wait("finish_before_check")
+    held = acquired_run(config, job)
+    assert held is not None and held.session_id is not None
+    blocker = psycopg.connect(pg_url)
+    try:
+        blocker.execute("SELECT 1 FROM lockconsole_runs WHERE id = %s FOR UPDATE", (held.id,))
+        barrier.release("finish_before_check")
+        pid = wait_for(lambda: _waiting(pg_conn, job, "web-1"), what="the outcome waiting")
+        assert pid == held.session_id
+        assert _advisory_locks(pg_conn, pid) == 1  # checked, not yet written nor released
+        _fault(fault, first, pg_conn, pid)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    code, out, err = _done(first)
+    wait_for(lambda: _advisory_locks(pg_conn, pid) == 0, what="the lock let go")
+    [run] = wait_for(
+        lambda: [r for r in runs_of(config, job) if r.outcome != "acquired"] or None,
+        what="the attempt closed",
+    )
+    if fault == "kill9":  # the statement ran to its end on the server: written while held
+        assert run.outcome == "succeeded" and run.exit_code == 0
+    else:  # nothing written by the dead session; the runner closed it as lock_lost
+        assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
+        assert run.outcome == "lock_lost"
+    code_b, out_b, _ = _done(_run(config, job, "web-2"))
+    expected = (3, "skipped") if run.outcome == "succeeded" else (0, "succeeded")
+    assert (code_b, out_b.get("outcome")) == expected
