@@ -47,19 +47,22 @@ def _turns(proxy: CountingProxy, attempt) -> tuple[int, object]:  # type: ignore
     return proxy.turns - before, result
 
 
-def test_pg_session_runs_an_attempt_in_two_round_trips(proxy, uid):  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("strategy", "turns"), [("pg-session", 2), ("pg-xact", 3)])
+def test_round_trips_of_an_attempt(proxy, uid, strategy, turns):  # type: ignore[no-untyped-def]
+    """pg-session: decide, finish. pg-xact: try-lock, decide_run on the ledger's connection,
+    then outcome + COMMIT."""
     counting, url = proxy
-    config = _config(url, f"rt_{uid}", extra="once_per_slot = false\n")
+    config = _config(url, f"rt_{uid}", strategy)
 
-    def attempt() -> str:
-        with run_once(f"rt_{uid}", config=config, instance="web-1", slot=SLOT) as run:
+    def attempt(hour: int) -> str:
+        slot = SLOT.replace(hour=hour)  # a slot each: every attempt checks its claim and runs
+        with run_once(f"rt_{uid}", config=config, instance="web-1", slot=slot) as run:
             assert run.acquired, run.run.message
         return run.run.outcome
 
-    attempt()  # connects, and its first try passes the pooler guard
-    for _ in range(3):
-        turns, outcome = _turns(counting, attempt)
-        assert (turns, outcome) == (2, "succeeded")
+    attempt(0)  # connects, and its first try passes the pooler guard
+    for hour in (1, 2, 3):
+        assert _turns(counting, lambda: attempt(hour)) == (turns, "succeeded")  # noqa: B023
 
 
 def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]

@@ -174,6 +174,17 @@ class Ledger:
             params[name] = to_db(params[name], self.dialect)
         return params
 
+    def decide(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        """PostgreSQL: run decide_run (see backends/postgres/rounds.py); its one row."""
+        return tuple(self._execute("decide_run", params, self._decided))
+
+    def _decided(self, cur: Any) -> tuple[Any, ...]:
+        row = cur.fetchone()
+        if not self._ports_seen:
+            self._ports_seen = True
+            prepare_if_direct(cur.connection, row[-2], row[-1])
+        return tuple(row)
+
     def _returned_id(self, cur: Any) -> int:
         """The new row's id; its ports let a direct connection prepare its statements."""
         new_id, server_port, client_port = cur.fetchone()

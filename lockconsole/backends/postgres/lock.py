@@ -236,10 +236,18 @@ class PgXactLock(_PgLock):
 
     def acquire(self) -> bool:
         """BEGIN and the try-lock in one round trip; on False the transaction ends at once."""
-        import psycopg
-
         if self.held:
             return True
+        if not self.try_open():
+            self._end(commit=False)
+            return False
+        self.held = True
+        return True
+
+    def try_open(self) -> bool:
+        """BEGIN and the try-lock in one round trip, leaving the transaction open either way."""
+        import psycopg
+
         try:
             if _PIPELINE[0] is None:
                 _PIPELINE[0] = psycopg.Pipeline.is_supported()
@@ -259,11 +267,7 @@ class PgXactLock(_PgLock):
             raise self._error("pg_try_advisory_xact_lock", exc) from None
         self.session_id = int(row[1])
         self._note_ports(row[2], row[3])
-        if not row[0]:
-            self._end(commit=False)
-            return False
-        self.held = True
-        return True
+        return bool(row[0])
 
     def release(self, *, commit: bool = True) -> bool | None:
         """End the job's transaction (COMMIT, or ROLLBACK), which frees the lock: True if the

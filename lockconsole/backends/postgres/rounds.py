@@ -27,12 +27,14 @@ statement at a time, as it did before these were merged.
 from __future__ import annotations
 
 import logging
+import select
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lockconsole.backends import sqlfiles
-from lockconsole.backends.postgres.lock import PgSessionLock
+from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
+from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
     from lockconsole.backends import Lock
@@ -54,46 +56,105 @@ class Finished(NamedTuple):
     released: bool
 
 
+_NO_KEY = {"key": None, "key1": None, "key2": None}
+
+
 @cache
-def _statements(suffix: str, guarded: bool) -> tuple[str, str, str]:
-    """(try-lock into lockconsole.got, decide_run, finish_release_run) for a key kind."""
+def _tried(suffix: str, guarded: bool) -> str:
+    """The try-lock (guarded on a new connection), its answer kept in lockconsole.got."""
     if guarded:
-        tried = (
+        return (
             "WITH t(got, pid, server_port, client_port) AS MATERIALIZED ("
             + sqlfiles.load("try_advisory_lock" + suffix)
             + ") SELECT set_config('lockconsole.got', COALESCE(t.got::text, 'guard'), true),"
             " t.got, t.pid, t.server_port, t.client_port FROM t"
         )
-    else:
-        tried = (
-            "WITH t(got, pid) AS MATERIALIZED ("
-            + sqlfiles.load("try_advisory_lock_plain" + suffix)
-            + ") SELECT set_config('lockconsole.got', t.got::text, true), t.got, t.pid,"
-            " NULL::integer, NULL::integer FROM t"
-        )
-    args = "%(key1)s::integer, %(key2)s::integer" if suffix == "_pair" else "%(key)s::bigint"
-    unlock = f"pg_advisory_unlock({args})"
-    decide = sqlfiles.load("decide_run", "postgresql").replace("{unlock}", unlock)
-    finish = (
-        sqlfiles.load("finish_release_run", "postgresql")
-        .replace("{unlock}", unlock)
-        .replace("{try_xact_lock}", f"pg_try_advisory_xact_lock({args})")
+    return (
+        "WITH t(got, pid) AS MATERIALIZED ("
+        + sqlfiles.load("try_advisory_lock_plain" + suffix)
+        + ") SELECT set_config('lockconsole.got', t.got::text, true), t.got, t.pid,"
+        " NULL::integer, NULL::integer FROM t"
     )
-    return tried, decide, finish
+
+
+def _keys(lock: _PgLock) -> dict[str, Any]:
+    """The key as both statements take it: `key`, or `key1` and `key2`; the others None."""
+    return {**_NO_KEY, **lock._params}
 
 
 def for_attempt(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
     """The merged statements for this lock and ledger, or None where they do not apply."""
-    if type(lock) is not PgSessionLock or database.url.raw != ledger_database.url.raw:
+    kind = type(lock)
+    if kind is not PgSessionLock and kind is not PgXactLock:
         return None
     if _PIPELINE[0] is None:
         import psycopg
 
         _PIPELINE[0] = psycopg.Pipeline.is_supported()
-    return Rounds(lock) if _PIPELINE[0] else None
+    if not _PIPELINE[0]:
+        return None
+    same = database.url.raw == ledger_database.url.raw
+    if isinstance(lock, PgSessionLock):
+        return SessionRounds(lock) if same else None
+    assert isinstance(lock, PgXactLock)
+    return XactRounds(lock, same_database=same)
 
 
 class Rounds:
+    """An attempt's merged statements: `decide` at its start, `finish` at its end."""
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        raise NotImplementedError
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        raise NotImplementedError
+
+
+def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dict[str, Any]:
+    params = ledger.insert_params(run)
+    params.update(_keys(lock))
+    params.update(held_message=SKIP_HELD, finished_at=datetime.now(UTC), **given)
+    return params
+
+
+def _finish_params(
+    ledger: Ledger,
+    run: Run,
+    lock: _PgLock,
+    outcome: str,
+    exit_code: int | None,
+    message: str | None,
+) -> dict[str, Any]:
+    params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
+    params.update(_keys(lock))
+    params.update(lock._identity)
+    params["lost_message"] = params["message"] or LOST
+    return params
+
+
+def _recorded(
+    run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None
+) -> Run:
+    outcome, run_id, _claim_id, message = row[:4]
+    return _evolve(
+        run,
+        id=int(run_id),
+        outcome=outcome,
+        message=message,
+        session_id=session_id,
+        finished_at=params["finished_at"] if outcome == "skipped" else None,
+    )
+
+
+class SessionRounds(Rounds):
     """A pg-session lock's attempt in two round trips, on the lock's own connection."""
 
     def __init__(self, lock: PgSessionLock) -> None:
@@ -105,23 +166,16 @@ class Rounds:
         import psycopg
 
         lock = self.lock
-        if lock.held:
+        if lock.held or _spoke(lock):
             return None
         guarded = not lock._guard_passed
-        tried_sql, decide_sql, _ = _statements(lock._suffix, guarded)
+        tried_sql = _tried(lock._suffix, guarded)
+        decide_sql = sqlfiles.load("decide_run", "postgresql")
         tried_params: dict[str, Any] = dict(lock._params)
         if guarded:
             tried_params.update(any_port=lock.job.allow_pooler, port=lock._dsn_port())
-        params = ledger.insert_params(run)
-        params.update(lock._params)
-        params.update(
-            got=None,
-            claims=claims,
-            held_message=SKIP_HELD,
-            here=True,
-            finished_at=datetime.now(UTC),
-            session_id=None,
-        )
+        params = _decide_params(ledger, run, lock, got=None, claims=claims, here=True)
+        params["session_id"] = None
         conn = lock.conn
         tried = decided = None
         try:
@@ -134,7 +188,7 @@ class Rounds:
             self._undecided(tried, exc)
             return None
         _, got, pid, server_port, client_port = tried_row
-        outcome, run_id, claim_id, message, unlocked, *ports = row
+        outcome, _, claim_id, _, unlocked = row[:5]
         lock.session_id = int(pid)
         if guarded:
             lock._note_ports(server_port, client_port)
@@ -149,14 +203,7 @@ class Rounds:
         if got and claim_id is not None and not unlocked:
             lock.lost_on_release = True  # the slot was done and the lock had gone meanwhile
         ledger._can_finish = True
-        return _evolve(
-            run,
-            id=int(run_id),
-            outcome=outcome,
-            message=message,
-            session_id=lock.session_id,
-            finished_at=params["finished_at"] if outcome == "skipped" else None,
-        )
+        return _recorded(run, row, params, lock.session_id)
 
     def _undecided(self, tried: Any, exc: BaseException) -> None:
         """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
@@ -190,11 +237,9 @@ class Rounds:
         lock = self.lock
         if not lock.held or lock._gone():
             return None
-        _, _, finish_sql = _statements(lock._suffix, False)
-        params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
-        params.update(lock._params)
-        params.update(lock._identity)
-        params.update(release=True, lost_message=params["message"] or LOST)
+        finish_sql = sqlfiles.load("finish_release_run", "postgresql")
+        params = _finish_params(ledger, run, lock, outcome, exit_code, message)
+        params["release"] = True
         try:
             row = lock._row(lock.conn.execute(finish_sql, params), "finish_release_run")
         except psycopg.Error as exc:
@@ -206,6 +251,101 @@ class Rounds:
         elif not held:
             lock.held, lock.lost_on_release = False, True
         return Finished(held, closed, released)
+
+
+class XactRounds(Rounds):
+    """A pg-xact lock's attempt: the try-lock, then decide_run on the ledger's connection; the
+    outcome written inside the lock's transaction and committed with it (ledger in the lock's
+    database), SAVEPOINT, outcome and COMMIT sent together."""
+
+    def __init__(self, lock: PgXactLock, *, same_database: bool) -> None:
+        self.lock = lock
+        self.same_database = same_database
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        """BEGIN + try-lock (one round trip), then decide_run on the ledger's connection (one
+        more; a refused try's ROLLBACK goes out before it and is read after it)."""
+        import psycopg
+
+        lock = self.lock
+        if lock.held:
+            return None
+        got = lock.try_open()
+        params = _decide_params(ledger, run, lock, got=str(got).lower(), claims=claims, here=False)
+        params["session_id"] = lock.session_id
+        try:
+            if got:
+                lock.held = True
+                row = ledger.decide(params)
+            else:
+                with lock.conn.pipeline():
+                    lock.conn.execute(sqlfiles.load("rollback_transaction"))
+                    row = ledger.decide(params)
+        except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
+            if not lock._gone():
+                raise lock._error("ROLLBACK", exc) from None
+            return None
+        except DatabaseError as exc:  # the ledger's trouble: go on one statement at a time
+            log.debug("decide_run failed, going on one statement at a time: %s", exc)
+            return None
+        outcome, claim_id = row[0], row[2]
+        if outcome is None:
+            return None  # an earlier attempt of the slot is still "acquired"
+        if outcome == "skipped" and claim_id is not None:
+            lock.release(commit=False)
+        ledger._can_finish = True
+        return _recorded(run, row, params, lock.session_id)
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        """Ledger in the lock's database: SAVEPOINT, finish_release_run and COMMIT in one round
+        trip, so the outcome commits with the lock's transaction, which lets the lock go."""
+        import psycopg
+
+        lock = self.lock
+        if not self.same_database or not lock.held or _spoke(lock):
+            return None
+        params = _finish_params(ledger, run, lock, outcome, exit_code, message)
+        params["release"] = False
+        conn = lock.conn
+        cur = None
+        try:
+            with conn.pipeline():
+                conn.execute(sqlfiles.load("savepoint_finish"))
+                cur = conn.execute(sqlfiles.load("finish_release_run", "postgresql"), params)
+                conn.execute(sqlfiles.load("commit_transaction"))
+            row = lock._row(cur, "finish_release_run")
+        except psycopg.Error as exc:
+            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            if not lock._gone():
+                try:  # the lock was taken before the savepoint: it is still held
+                    conn.execute(sqlfiles.load("rollback_to_finish"))
+                except psycopg.Error:
+                    pass
+            return None
+        held = bool(row[0])
+        lock.held, lock.lost_on_release = False, not held
+        return Finished(held, row[1], held)
+
+
+def _spoke(lock: _PgLock) -> bool:
+    """The idle connection is gone or has something to say (a terminated session's last
+    words): the one-statement-at-a-time path handles that without a pipeline, which on a
+    dead connection logs "error ignored terminating"."""
+    if lock._gone():
+        return True
+    try:
+        readable, _, _ = select.select([lock.conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _evolve(run: Run, **changes: Any) -> Run:

@@ -68,7 +68,10 @@ SELECT v.outcome,
        CASE
            WHEN (SELECT count(*) FROM recorded) < 0 THEN NULL
            WHEN %(here)s::boolean AND v.outcome = 'skipped' AND v.claim_id IS NOT NULL
-               THEN {unlock}
+               THEN CASE
+                   WHEN %(key1)s::integer IS NULL THEN pg_advisory_unlock(%(key)s::bigint)
+                   ELSE pg_advisory_unlock(%(key1)s::integer, %(key2)s::integer)
+               END
        END,
        inet_server_port(),
        inet_client_port()

@@ -35,7 +35,14 @@ SELECT h.held,
        CASE
            WHEN (SELECT count(*) FROM closed) < 0 THEN NULL
            WHEN NOT %(release)s::boolean OR NOT h.held THEN NULL
-           WHEN {try_xact_lock} THEN {unlock}
+           WHEN CASE
+                    WHEN %(key1)s::integer IS NULL THEN pg_try_advisory_xact_lock(%(key)s::bigint)
+                    ELSE pg_try_advisory_xact_lock(%(key1)s::integer, %(key2)s::integer)
+                END
+               THEN CASE
+                    WHEN %(key1)s::integer IS NULL THEN pg_advisory_unlock(%(key)s::bigint)
+                    ELSE pg_advisory_unlock(%(key1)s::integer, %(key2)s::integer)
+                END
            ELSE false
        END
 FROM held h
