@@ -23,13 +23,26 @@ pytestmark = pytest.mark.usefixtures("empty_registry")
 SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
 
 
+def _proxied(url: str, port: int) -> tuple[CountingProxy, str]:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        unavailable("needs the database on TCP (set LOCKCONSOLE_TEST_PG_URL)")
+    counting = CountingProxy((parts.hostname, parts.port or port))
+    return counting, url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{counting.port}")
+
+
 @pytest.fixture
 def proxy(pg_url):  # type: ignore[no-untyped-def]
-    parts = urlsplit(pg_url)
-    if not parts.hostname:
-        unavailable("needs PostgreSQL on TCP (set LOCKCONSOLE_TEST_PG_URL)")
-    counting = CountingProxy((parts.hostname, parts.port or 5432))
-    yield counting, pg_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{counting.port}")
+    counting, url = _proxied(pg_url, 5432)
+    yield counting, url
+    REGISTRY.close_all()
+    counting.close()
+
+
+@pytest.fixture
+def mysql_proxy(mysql_url):  # type: ignore[no-untyped-def]
+    counting, url = _proxied(mysql_url, 3306)
+    yield counting, url
     REGISTRY.close_all()
     counting.close()
 
@@ -47,11 +60,11 @@ def _turns(proxy: CountingProxy, attempt) -> tuple[int, object]:  # type: ignore
     return proxy.turns - before, result
 
 
-@pytest.mark.parametrize(("strategy", "turns"), [("pg-session", 2), ("pg-xact", 3)])
-def test_round_trips_of_an_attempt(proxy, uid, strategy, turns):  # type: ignore[no-untyped-def]
-    """pg-session: decide, finish. pg-xact: try-lock, decide_run on the ledger's connection,
-    then outcome + COMMIT."""
-    counting, url = proxy
+@pytest.mark.parametrize(("strategy", "turns"), [("pg-session", 2), ("pg-xact", 3), ("mysql", 2)])
+def test_round_trips_of_an_attempt(request, uid, strategy, turns):  # type: ignore[no-untyped-def]
+    """pg-session and mysql: decide, finish. pg-xact: try-lock, decide_run on the ledger's
+    connection, then outcome + COMMIT."""
+    counting, url = request.getfixturevalue("mysql_proxy" if strategy == "mysql" else "proxy")
     config = _config(url, f"rt_{uid}", strategy)
 
     def attempt(hour: int) -> str:

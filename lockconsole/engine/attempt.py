@@ -16,7 +16,7 @@ from typing import Any
 from lockconsole.backends import Lock
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.store import finished as finished_run
-from lockconsole.backends.postgres.rounds import LOST, Finished, Rounds
+from lockconsole.backends.rounds import LOST, Finished, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, retrying
 from lockconsole.engine.sessions import SessionRegistry, give_back

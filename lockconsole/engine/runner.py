@@ -15,7 +15,7 @@ from datetime import datetime
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import open_lock
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.postgres.rounds import SKIP_HELD, Rounds, for_attempt
+from lockconsole.backends.rounds import SKIP_HELD, Rounds, for_attempt
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key

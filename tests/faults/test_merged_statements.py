@@ -171,3 +171,130 @@ def test_a_fault_inside_finish_and_release(pg_url, pg_conn, tmp_path, uid, fault
     code_b, out_b, _ = _done(_run(config, job, "web-2"))
     expected = (3, "skipped") if run.outcome == "succeeded" else (0, "succeeded")
     assert (code_b, out_b.get("outcome")) == expected
+
+
+# -- MariaDB/MySQL: the same faults around the statements sent together on the lock's connection
+
+
+def _my(conn: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn.ping()
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def _my_holder(mysql_conn: Any, job: str) -> int | None:
+    (holder,) = _my(mysql_conn, "SELECT IS_USED_LOCK(%s)", job)[0]
+    return None if holder is None else int(holder)
+
+
+def _my_waiting(mysql_conn: Any, what: str) -> int | None:
+    """The id of a connection whose statement on the ledger waits for a lock, else None."""
+    rows = _my(
+        mysql_conn,
+        "SELECT id FROM information_schema.processlist WHERE info LIKE %s "
+        "AND id <> CONNECTION_ID() AND command = 'Query' "
+        "AND (state LIKE 'Waiting%%' OR id IN (SELECT trx_mysql_thread_id "
+        "FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'))",
+        what,
+    )
+    return int(rows[0][0]) if rows else None
+
+
+def _my_config(tmp_path: Path, url: str, job: str) -> Path:
+    config = job_config(tmp_path / "lockconsole.toml", url, job, "mysql")
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        ledger.create_schema()
+    return config
+
+
+@pytest.mark.parametrize("fault", ["kill9", "kill_connection"])
+def test_mysql_a_fault_between_the_try_lock_and_the_record(
+    mysql_url, mysql_conn, tmp_path, uid, fault
+):  # type: ignore[no-untyped-def]
+    import pymysql
+
+    from lockconsole.config.urls import parse_url
+
+    job = f"mg_{uid}"
+    config = _my_config(tmp_path, mysql_url, job)
+    u = parse_url(mysql_url)
+    blocker = pymysql.connect(
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        autocommit=True,
+    )
+    try:
+        _my(blocker, "LOCK TABLES lockconsole_runs WRITE")
+        first = _run(config, job, "web-1")
+        waiting = wait_for(lambda: _my_waiting(mysql_conn, "%lockconsole_runs%"), what="waiting")
+        assert _my_holder(mysql_conn, job) == waiting  # GET_LOCK ran; nothing is recorded yet
+        if fault == "kill9":
+            first.kill()
+            first.wait(60)
+        else:
+            _my(mysql_conn, f"KILL CONNECTION {waiting}")
+    finally:
+        _my(blocker, "UNLOCK TABLES")
+        blocker.close()
+    code, out, err = _done(first)
+    if fault == "kill_connection":
+        assert code == 5, (code, out, err)
+    wait_for(lambda: _my_holder(mysql_conn, job) is None, what="the lock let go")
+    code_b, out_b, err_b = _done(_run(config, job, "web-2"))
+    assert (code_b, out_b.get("outcome")) == (0, "succeeded"), (code_b, out_b, err_b)
+    runs = runs_of(config, job)
+    assert [r.outcome for r in runs if r.instance == "web-2"] == ["succeeded"]
+    assert [r.outcome for r in runs if r.instance == "web-1"] in ([], ["lock_lost"])
+
+
+@pytest.mark.parametrize("fault", ["kill9", "kill_connection"])
+def test_mysql_a_fault_inside_finish_and_release(mysql_url, mysql_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+    import pymysql
+
+    from lockconsole.config.urls import parse_url
+
+    job = f"mg_{uid}"
+    config = _my_config(tmp_path, mysql_url, job)
+    barrier = Barrier(tmp_path / "barrier", "finish_before_check")
+    first = _run(config, job, "web-1", barrier)
+    barrier.wait("finish_before_check")
+    held = acquired_run(config, job)
+    assert held is not None and held.session_id is not None
+    u = parse_url(mysql_url)
+    blocker = pymysql.connect(
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        autocommit=False,
+    )
+    try:
+        _my(blocker, "SELECT id FROM lockconsole_runs WHERE id = %s FOR UPDATE", held.id)
+        barrier.release("finish_before_check")
+        waiting = wait_for(lambda: _my_waiting(mysql_conn, "%UPDATE lockconsole_runs%"), what="w")
+        assert waiting == held.session_id == _my_holder(mysql_conn, job)  # checked, still held
+        if fault == "kill9":
+            first.kill()
+            first.wait(60)
+        else:
+            _my(mysql_conn, f"KILL CONNECTION {waiting}")
+    finally:
+        blocker.rollback()
+        blocker.close()
+    code, out, err = _done(first)
+    wait_for(lambda: _my_holder(mysql_conn, job) is None, what="the lock let go")
+    [run] = wait_for(
+        lambda: [r for r in runs_of(config, job) if r.outcome != "acquired"] or None,
+        what="the attempt closed",
+    )
+    if fault == "kill9":  # the UPDATE ran to its end on the server: written while held
+        assert run.outcome == "succeeded" and run.exit_code == 0
+    else:  # the UPDATE died with its connection; the runner closed the attempt as lock_lost
+        assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
+        assert run.outcome == "lock_lost"

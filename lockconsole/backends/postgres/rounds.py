@@ -30,10 +30,11 @@ import logging
 import select
 from datetime import UTC, datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, recorded
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -42,18 +43,7 @@ if TYPE_CHECKING:
     from lockconsole.model.jobs import Database, Run
 
 log = logging.getLogger("lockconsole.engine.runner")
-SKIP_HELD = "lock held by another session"
-LOST = "lock or its connection went away"
 _PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
-
-
-class Finished(NamedTuple):
-    """What finish_release_run answered: was the lock held, the outcome written (None: the
-    row was no longer ours to close), and was the lock let go."""
-
-    held: bool
-    outcome: str | None
-    released: bool
 
 
 _NO_KEY = {"key": None, "key1": None, "key2": None}
@@ -82,8 +72,8 @@ def _keys(lock: _PgLock) -> dict[str, Any]:
     return {**_NO_KEY, **lock._params}
 
 
-def for_attempt(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
-    """The merged statements for this lock and ledger, or None where they do not apply."""
+def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+    """The merged statements for a PostgreSQL lock and its ledger, or None."""
     kind = type(lock)
     if kind is not PgSessionLock and kind is not PgXactLock:
         return None
@@ -100,28 +90,11 @@ def for_attempt(lock: Lock, database: Database, ledger_database: Database) -> Ro
     return XactRounds(lock, same_database=same)
 
 
-class Rounds:
-    """An attempt's merged statements: `decide` at its start, `finish` at its end."""
-
-    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
-        raise NotImplementedError
-
-    def finish(
-        self,
-        ledger: Ledger,
-        run: Run,
-        outcome: str,
-        *,
-        exit_code: int | None,
-        message: str | None,
-    ) -> Finished | None:
-        raise NotImplementedError
-
-
 def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dict[str, Any]:
     params = ledger.insert_params(run)
     params.update(_keys(lock))
-    params.update(held_message=SKIP_HELD, finished_at=datetime.now(UTC), **given)
+    now = datetime.now(UTC)
+    params.update(held_message=SKIP_HELD, finished_at=now, finished=now, **given)
     return params
 
 
@@ -138,20 +111,6 @@ def _finish_params(
     params.update(lock._identity)
     params["lost_message"] = params["message"] or LOST
     return params
-
-
-def _recorded(
-    run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None
-) -> Run:
-    outcome, run_id, _claim_id, message = row[:4]
-    return _evolve(
-        run,
-        id=int(run_id),
-        outcome=outcome,
-        message=message,
-        session_id=session_id,
-        finished_at=params["finished_at"] if outcome == "skipped" else None,
-    )
 
 
 class SessionRounds(Rounds):
@@ -203,7 +162,7 @@ class SessionRounds(Rounds):
         if got and claim_id is not None and not unlocked:
             lock.lost_on_release = True  # the slot was done and the lock had gone meanwhile
         ledger._can_finish = True
-        return _recorded(run, row, params, lock.session_id)
+        return recorded(run, row, params, lock.session_id)
 
     def _undecided(self, tried: Any, exc: BaseException) -> None:
         """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
@@ -294,7 +253,7 @@ class XactRounds(Rounds):
         if outcome == "skipped" and claim_id is not None:
             lock.release(commit=False)
         ledger._can_finish = True
-        return _recorded(run, row, params, lock.session_id)
+        return recorded(run, row, params, lock.session_id)
 
     def finish(
         self,
