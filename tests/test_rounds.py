@@ -50,7 +50,7 @@ def mysql_proxy(mysql_url):  # type: ignore[no-untyped-def]
 def _config(url: str, job: str, strategy: str = "pg-session", extra: str = ""):  # type: ignore[no-untyped-def]
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
-        f'schedule = "0 3 * * *"\nallow_pooler = true\n{extra}'
+        f'schedule = "0 3 * * *"\nallow_pooler = true\nlease_table = "lease_{job}"\n{extra}'
     )
 
 
@@ -60,10 +60,13 @@ def _turns(proxy: CountingProxy, attempt) -> tuple[int, object]:  # type: ignore
     return proxy.turns - before, result
 
 
-@pytest.mark.parametrize(("strategy", "turns"), [("pg-session", 2), ("pg-xact", 3), ("mysql", 2)])
+ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 3), ("mysql", 2), ("lease", 2)]
+
+
+@pytest.mark.parametrize(("strategy", "turns"), ROUND_TRIPS)
 def test_round_trips_of_an_attempt(request, uid, strategy, turns):  # type: ignore[no-untyped-def]
-    """pg-session and mysql: decide, finish. pg-xact: try-lock, decide_run on the ledger's
-    connection, then outcome + COMMIT."""
+    """pg-session, mysql and a lease on PostgreSQL: decide, finish. pg-xact: try-lock,
+    decide_run on the ledger's connection, then outcome + COMMIT."""
     counting, url = request.getfixturevalue("mysql_proxy" if strategy == "mysql" else "proxy")
     config = _config(url, f"rt_{uid}", strategy)
 

@@ -1,7 +1,8 @@
 """An attempt in the fewest round trips: `decide` (try the lock, check the slot's claim, record)
 and `finish` (check the lock, record the outcome, release), merged where the lock's connection
 can also write the ledger. One implementation per lock kind: `postgres/rounds.py` (pg-session,
-pg-xact), `mysql/rounds.py`. `for_attempt` picks it, or None where nothing is merged.
+pg-xact), `mysql/rounds.py`, `lease/rounds.py` (leases on PostgreSQL); `factory.rounds_for`
+picks it, or None where nothing is merged.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from lockconsole.backends import Lock
     from lockconsole.backends.ledger.store import Ledger
-    from lockconsole.model.jobs import Database, Run
+    from lockconsole.model.jobs import Run
 
 SKIP_HELD = "lock held by another session"
 LOST = "lock or its connection went away"
@@ -47,21 +47,6 @@ class Rounds:
         message: str | None,
     ) -> Finished | None:
         raise NotImplementedError
-
-
-def for_attempt(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
-    """The merged statements for this lock and ledger, or None where they do not apply."""
-    if lock.strategy in ("pg-session", "pg-xact"):
-        from lockconsole.backends.postgres.rounds import for_postgres
-
-        return for_postgres(lock, database, ledger_database)
-    if lock.strategy == "mysql" and database.url.raw == ledger_database.url.raw:
-        from lockconsole.backends.mysql.lock import MysqlLock
-        from lockconsole.backends.mysql.rounds import MysqlRounds
-
-        if type(lock) is MysqlLock and lock.multi_statements:
-            return MysqlRounds(lock)
-    return None
 
 
 def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None) -> Run:

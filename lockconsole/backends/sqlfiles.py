@@ -12,7 +12,7 @@ QUERIES = Path(__file__).parent / "queries"
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
 _RESERVED = frozenset({"trigger"})  # column names that must be quoted in SQL
 # columns a statement decides itself (decide_run: from its CTE `decided`), not given as parameters
-DECIDED = ("outcome", "finished_at", "message", "session_id")
+DECIDED = ("outcome", "finished_at", "message", "session_id", "fencing_token")
 
 
 def _quoted(name: str, dialect: str | None) -> str:

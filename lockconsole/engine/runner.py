@@ -13,9 +13,9 @@ from contextlib import nullcontext
 from datetime import datetime
 
 from lockconsole.backends import Lock
-from lockconsole.backends.factory import open_lock
+from lockconsole.backends.factory import open_lock, rounds_for
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.rounds import SKIP_HELD, Rounds, for_attempt
+from lockconsole.backends.rounds import SKIP_HELD, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
@@ -159,12 +159,12 @@ def _decide(
     whatever they leave undecided goes on here one statement at a time, from where they left
     the lock (held or not).
     """
-    rounds = for_attempt(lock, database, ledger_database)
+    rounds = rounds_for(lock, database, ledger_database)
     if rounds is not None:
         decided = rounds.decide(ledger, base, claims=claims)
         if decided is not None:
             return decided, rounds
-    if not lock.acquire():
+    if not (getattr(lock, "held", False) or lock.acquire()):
         return _record_skip(ledger, base, SKIP_HELD), rounds
     if claims:
         claim = _slot_claim(ledger, job, base.slot, base.instance, base.started_at)

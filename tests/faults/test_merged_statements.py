@@ -298,3 +298,39 @@ def test_mysql_a_fault_inside_finish_and_release(mysql_url, mysql_conn, tmp_path
     else:  # the UPDATE died with its connection; the runner closed the attempt as lock_lost
         assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
         assert run.outcome == "lock_lost"
+
+
+# -- a lease on PostgreSQL: its acquire and the attempt's record share one transaction
+
+
+@pytest.mark.parametrize("fault", ["kill9", "terminate"])
+def test_lease_a_fault_between_the_acquire_and_the_record(pg_url, pg_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    job, table = f"mg_{uid}", f"shedlock_mg_{uid}"
+    config = job_config(tmp_path / "lockconsole.toml", pg_url, job, "lease", lease_table=table)
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        ledger.create_schema()
+    blocker = psycopg.connect(pg_url)
+    try:
+        blocker.execute("LOCK TABLE lockconsole_runs IN ACCESS EXCLUSIVE MODE")
+        first = _run(config, job, "web-1")
+        pid = wait_for(lambda: _waiting(pg_conn), what="the record waiting")
+        _fault(fault, first, pg_conn, pid)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    code, out, err = _done(first)
+    held = f"SELECT count(*) FROM {table} WHERE name = %s AND lock_until > now() AT TIME ZONE 'utc'"
+    if fault == "terminate":  # the lease and the record rolled back together
+        assert code == 5, (code, out, err)
+        assert pg_conn.execute(held, (job,)).fetchone()[0] == 0
+    else:  # committed: a killed holder's lease runs until lock_until; let it run out
+        gone = "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s"
+        wait_for(lambda: pg_conn.execute(gone, (pid,)).fetchone()[0], what="its session ended")
+        pg_conn.execute(f"UPDATE {table} SET lock_until = locked_at WHERE name = %s", (job,))
+    code_b, out_b, err_b = _done(_run(config, job, "web-2"))
+    assert (code_b, out_b.get("outcome")) == (0, "succeeded"), (code_b, out_b, err_b)
+    first_runs = [r.outcome for r in runs_of(config, job) if r.instance == "web-1"]
+    assert first_runs == [] if fault == "terminate" else first_runs in ([], ["lock_lost"])

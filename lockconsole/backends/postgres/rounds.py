@@ -67,6 +67,15 @@ def _tried(suffix: str, guarded: bool) -> str:
     )
 
 
+def pipelines() -> bool:
+    """libpq supports pipeline mode (asked once)."""
+    if _PIPELINE[0] is None:
+        import psycopg
+
+        _PIPELINE[0] = psycopg.Pipeline.is_supported()
+    return bool(_PIPELINE[0])
+
+
 def _keys(lock: _PgLock) -> dict[str, Any]:
     """The key as both statements take it: `key`, or `key1` and `key2`; the others None."""
     return {**_NO_KEY, **lock._params}
@@ -77,11 +86,7 @@ def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> R
     kind = type(lock)
     if kind is not PgSessionLock and kind is not PgXactLock:
         return None
-    if _PIPELINE[0] is None:
-        import psycopg
-
-        _PIPELINE[0] = psycopg.Pipeline.is_supported()
-    if not _PIPELINE[0]:
+    if not pipelines():
         return None
     same = database.url.raw == ledger_database.url.raw
     if isinstance(lock, PgSessionLock):

@@ -36,7 +36,8 @@ FROM (
     SELECT @lc_outcome AS outcome,
            @lc_message AS message,
            IF(@lc_outcome = 'skipped', %(finished_at)s, NULL) AS finished_at,
-           CONNECTION_ID() AS session_id
+           CONNECTION_ID() AS session_id,
+           %(fencing_token)s AS fencing_token
 ) decided
 WHERE decided.outcome IS NOT NULL;
 SELECT @lc_outcome,

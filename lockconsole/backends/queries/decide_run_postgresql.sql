@@ -1,6 +1,7 @@
 -- Decide and record one attempt in one statement, after the try-lock (sent in the same round trip,
 -- which leaves its result in the transaction-local setting lockconsole.got: 'true', 'false', or
--- 'guard' when the pooler guard stopped it; or given as %(got)s when the lock is elsewhere).
+-- 'guard' when the pooler guard stopped it; or given as %(got)s when the lock is elsewhere; a
+-- lease's fencing token in lockconsole.token).
 -- The statement starts after the try-lock returned, so its snapshot sees every attempt that
 -- committed before the lock was let go. It records "acquired" when the lock was got and no attempt
 -- claims the slot, "skipped" when the lock was held or the slot already succeeded (and, when the
@@ -51,7 +52,12 @@ decided AS MATERIALIZED (
     SELECT outcome,
            message,
            CASE WHEN outcome = 'skipped' THEN %(finished_at)s::timestamptz END AS finished_at,
-           COALESCE(%(session_id)s::bigint, pg_backend_pid()) AS session_id
+           COALESCE(%(session_id)s::bigint, CASE WHEN %(here)s::boolean THEN pg_backend_pid() END)
+               AS session_id,
+           CASE WHEN outcome = 'acquired' THEN COALESCE(
+               %(fencing_token)s::bigint,
+               NULLIF(current_setting('lockconsole.token', true), '')::bigint
+           ) END AS fencing_token
     FROM verdict
     WHERE outcome IS NOT NULL
 ),
