@@ -77,7 +77,7 @@ def test_a_kept_direct_connection_prepares_what_it_repeats(pg_url, uid, strategy
         "lease": "lock_until",
     }[strategy]
     assert expected in lock_statements
-    if strategy == "pg-session":  # decide_run and finish_release_run ride the lock's connection
+    if strategy in ("pg-session", "lease"):  # decide_run and the finish ride the lock's connection
         assert ledger_conn is None
         assert "INSERT INTO lockconsole_runs" in lock_statements
         assert "UPDATE lockconsole_runs" in lock_statements
