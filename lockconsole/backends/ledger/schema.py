@@ -76,6 +76,15 @@ def _dialect_of(name: str) -> str:
     return "mysql" if name in ("mysql", "mariadb") else name
 
 
+def ensure(engine: Any) -> None:
+    """Create the table and its indexes if they are missing, then add the columns an older
+    ledger lacks (`migrate`)."""
+    metadata, _ = schema()
+    with engine.begin() as conn:
+        metadata.create_all(conn, checkfirst=True)
+    migrate(engine)
+
+
 def migrate(engine: Any) -> list[str]:
     """Add the columns of RUN_COLUMNS an older ledger lacks; the names added.
 
