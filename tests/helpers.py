@@ -104,3 +104,62 @@ def config_for(url: str, job: str, strategy: str = "pg-session", extra: str = ""
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
         f'schedule = "0 2 * * *"\nwatchdog_interval = 0.2\n{extra}'
     )
+
+
+class Tmux:
+    """One private tmux server (its own socket) running one command in a WIDTHxHEIGHT pane."""
+
+    def __init__(
+        self, command: list[str], env: dict[str, str], width: int = 120, height: int = 40
+    ) -> None:
+        import uuid
+
+        self.socket = f"lc-test-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items())
+        # no client ever attaches: size the window first (tmux may start it at 80x24), then
+        # start the command in it, so it starts at its size
+        self.tmux(
+            "-f", "/dev/null", "new-session", "-d", "-x", str(width), "-y", str(height), "cat"
+        )
+        self.tmux("set-option", "-g", "window-size", "manual")
+        self.tmux("resize-window", "-x", str(width), "-y", str(height))
+        size = self.tmux("display", "-p", "#{pane_width}x#{pane_height}").strip()
+        assert size == f"{width}x{height}", size
+        # COLUMNS and LINES (set under pytest) would win over the pane's real size
+        argv = " ".join(map(_quote, command))
+        self.tmux("respawn-pane", "-k", f"env -u COLUMNS -u LINES {exports} {argv}")
+
+    def tmux(self, *args: str) -> str:
+        import subprocess
+
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
+        return done.stdout
+
+    def screen(self) -> list[str]:
+        return self.tmux("capture-pane", "-p").splitlines()
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", *keys)
+
+    def type(self, text: str) -> None:
+        """Type `text` literally (no key names)."""
+        self.tmux("send-keys", "-l", text)
+
+    def wait(self, what: Callable[[list[str]], bool], why: str, deadline: float = 60) -> list[str]:
+        """Poll the screen until `what` holds (a generous deadline, not a timing claim)."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            lines = self.screen()
+            if what(lines):
+                return lines
+            time.sleep(0.1)
+        raise AssertionError(f"{why}; the screen:\n" + "\n".join(self.screen()))
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"

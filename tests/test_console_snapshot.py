@@ -74,7 +74,7 @@ def test_mark_stale_copies_only_holders_it_changes() -> None:
     assert all(a is b for a, b in zip(out[:3], fresh, strict=True))  # unchanged: not copied
     assert out[6] is waiter
     for before, after in zip(idle, out[3:6], strict=True):
-        assert after.stale == "idle for 2h"
-        assert after == Holder(**{**vars(before), "stale": "idle for 2h"})
+        assert after.stale == "idle for 2h00m"
+        assert after == Holder(**{**vars(before), "stale": "idle for 2h00m"})
     again = mark_stale(out, [], [], now=now, idle_threshold=timedelta(minutes=10))
     assert all(a is b for a, b in zip(again, out, strict=True))

@@ -120,7 +120,7 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             from lockconsole.cli import run as cli_run
 
             return cli_run.dispatch(args)
-        if args.command in ("locks", "history", "dupes", "release", "check"):
+        if args.command in ("locks", "history", "audit", "dupes", "release", "check"):
             from lockconsole.cli import views as cli_views
 
             return cli_views.dispatch(args)

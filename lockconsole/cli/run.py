@@ -162,23 +162,39 @@ def cmd_run(
 
     instance = instance or default_instance(config.instance)
     stop = Stop()
+    actor = None
+    if manual:
+        from lockconsole.backends.audit import Actor
+
+        actor = Actor.current()
+
+    def attempt_and_run() -> Run:
+        attempt = begin(
+            job,
+            config.database_for(job),
+            config.ledger_for(job),
+            instance=instance,
+            slot=slot,
+            trigger="manual" if manual else "scheduled",
+            stop=stop,
+            actor=None if actor is None else str(actor),
+        )
+        return run_target(attempt, target)
+
     with on_signals(stop):
         try:
-            attempt = begin(
-                job,
-                config.database_for(job),
-                config.ledger_for(job),
-                instance=instance,
-                slot=slot,
-                trigger="manual" if manual else "scheduled",
-                stop=stop,
-            )
+            if actor is None:
+                run = attempt_and_run()
+            else:  # a person asked: audited first (nothing runs if the row cannot be written)
+                from lockconsole.backends.audit import audited_trigger
+
+                ledger = config.ledger_for(job)
+                run = audited_trigger(ledger, actor, job.name, instance, attempt_and_run)
         except Stopped as exc:
             logging.getLogger("lockconsole.engine.runner").warning(
                 "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
             )
             return 128 + (stop.signum or 15)
-        run = run_target(attempt, target)
     if as_json:
         print(json.dumps(run_json(run)), flush=True)
     if stop.signum and run.outcome != "succeeded":

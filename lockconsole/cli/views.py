@@ -1,4 +1,5 @@
-"""`lockconsole locks | history | dupes | release | check`: the console's views as commands.
+"""`lockconsole locks | history | audit | dupes | release | check`: the console's views as
+commands.
 
 Readable tables by default, `--json` for scripts. Every command goes through the Console
 facade; `--read-only` refuses `release`.
@@ -33,6 +34,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--job", metavar="NAME", help="only this job")
     h.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
     h.add_argument("--json", action="store_true", help="print one JSON object")
+
+    a = sub.add_parser("audit", help="force-releases and triggers: who, when, what, the result")
+    a.add_argument("--job", metavar="NAME", help="only this job's")
+    a.add_argument("--since", metavar="DURATION", help="only this recent (e.g. 2h, 30m, 1d)")
+    a.add_argument("--limit", type=int, default=200, metavar="N", help="how many (default 200)")
+    a.add_argument("--json", action="store_true", help="print one JSON object")
 
     d = sub.add_parser("dupes", help="duplicate keys in a job's idempotency table")
     d.add_argument("job", help="the job whose idempotency table to inspect")
@@ -105,6 +112,31 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
     holders_table(holders, snap.taken_at)
     print_problems(snap)
     return 0
+
+
+def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    """Every audited force-release and trigger; exit 1 when a database could not be read."""
+    from lockconsole.config.checks import parse_duration
+    from lockconsole.model.slots import utcnow
+
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"audit: --limit must be at least 1 and at most {MAX_LIMIT}")
+    since = None
+    if args.since is not None:
+        try:
+            since = utcnow() - parse_duration(args.since)
+        except ValueError as exc:
+            raise UsageError(f"audit: --since: {exc}") from None
+    entries, errors = console.audit(args.job, since=since, limit=args.limit)
+    if args.json:
+        _print_json({"entries": entries, "errors": dict(errors)})
+    else:
+        from lockconsole.cli.tables import audit_table
+
+        audit_table(entries)
+        for database, error in errors:
+            print(shown(f"error: {database}: {error}"), file=sys.stderr)
+    return 1 if errors else 0
 
 
 def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:

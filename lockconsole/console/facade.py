@@ -16,12 +16,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.audit import Actor, AuditEntry, AuditLog, audited_trigger
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.console.duplicates import Duplicates
-from lockconsole.model.errors import ConfigError, UsageError
+from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Run
 from lockconsole.model.slots import next_fire, utcnow
 from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
@@ -90,7 +90,11 @@ class Console:
             label = f"{db_name}:{table}" if table else db_name
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
-        runs: list[Run] = [run for found in reads.runs.values() for run in found]
+        # two database names for one database read the same ledger: each row counts once
+        unique = {
+            (r.id, r.job, r.instance, r.started_at): r for f in reads.runs.values() for r in f
+        }
+        runs: list[Run] = list(unique.values())
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)
@@ -105,7 +109,9 @@ class Console:
         reports = slot_reports(
             jobs, runs, now=now, lookback=self.settings.lookback, grace=self.settings.grace
         )
-        alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs))
+        # runs of jobs another configuration shares the ledger with: shown, never alerted here
+        ours = [r for r in reports if r.job in self.config.jobs]
+        alert_list = list(alerts(ours, holders_t, dup_counts, jobs=jobs))
         alert_list += self.connections.pooler_alerts()
         alert_list += abandoned
         holding: dict[str | None, Holder] = {}  # each job's first granted holder
@@ -170,6 +176,36 @@ class Console:
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         return runs[:limit]
 
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        """Force-releases and triggers, newest first, from the audit table of every SQL
+        database of this configuration (each read once), and (database, error) for each
+        database that could not be read (one down hides no other)."""
+        if job is not None:
+            self.config.job(job)
+        homes = {
+            home.name: home
+            for home in map(self.connections.sql_home, self.config.databases.values())
+            if home.url.dialect != "redis"
+        }
+        entries: list[AuditEntry] = []
+        errors: list[tuple[str, str]] = []
+        for name in sorted(homes):
+            try:
+                log = AuditLog(homes[name])
+            except Exception as exc:  # a driver missing or a URL refused: that database only
+                errors.append((name, " ".join(str(exc).split())))
+                continue
+            try:
+                entries.extend(log.entries(limit, job=job, since=since))
+            except DatabaseError as exc:
+                errors.append((name, str(exc)))
+            finally:
+                log.close()
+        entries.sort(key=lambda e: (e.at, e.id), reverse=True)
+        return entries[:limit], errors
+
     # --- the duplicate inspector ---------------------------------------------------------
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
@@ -201,7 +237,7 @@ class Console:
         database = self.config.databases[holder.database]
         table = holder.source if holder.kind == "lease" else None
         inspector = self.connections.inspector(database.name, table)
-        audit = AuditLog(self.connections.sql_home(database))
+        audit = AuditLog(self.connections.sql_home(database), job=holder.job)
         try:
             return inspector.release(holder, actor=self.actor, audit=audit)
         finally:
@@ -250,20 +286,27 @@ class Console:
         else:
             raise UsageError(f"job {job.name!r} has no command or callable to trigger")
         name = instance or self.instance or default_instance(self.config.instance)
-        attempt = begin(
-            job,
-            self.config.database_for(job),
-            self.config.ledger_for(job),
-            instance=name,
-            trigger="manual",
-            stop=stop,
-        )
-        if not attempt.acquired:
-            who = self._describe_holder(job)
-            if who:
-                attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
-            return attempt.run
-        return run_target(attempt, target, handle_signals=False, output=output)
+
+        def act() -> Run:
+            attempt = begin(
+                job,
+                self.config.database_for(job),
+                self.config.ledger_for(job),
+                instance=name,
+                trigger="manual",
+                stop=stop,
+                actor=str(self.actor),
+            )
+            if not attempt.acquired:
+                who = self._describe_holder(job)
+                if who:
+                    attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
+                return attempt.run
+            return run_target(attempt, target, handle_signals=False, output=output)
+
+        # audited in the job's ledger database, before anything is tried
+        run: Run = audited_trigger(self.config.ledger_for(job), self.actor, job.name, name, act)
+        return run
 
     def close(self) -> None:
         self.connections.close()

@@ -10,6 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
     from lockconsole.config.loader import Config
@@ -30,6 +33,12 @@ class ConsoleFacade(Protocol):
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         """Recent attempts, newest first, of every job or of `job`."""
+        ...
+
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        """Force-releases and triggers, newest first; (database, error) of those unread."""
         ...
 
     def find_holders(

@@ -146,11 +146,10 @@ def slot_reports(
 
 
 def format_slot(slot: datetime) -> str:
-    """A slot as an operator reads it: 2026-11-29 02:00 UTC (seconds only when it has them)."""
-    slot = slot.astimezone(UTC)
-    if slot.second or slot.microsecond:
-        return slot.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return slot.strftime("%Y-%m-%d %H:%M UTC")
+    """A slot as an operator reads it: 2026-11-29 02:00:00 UTC (the one time format)."""
+    from lockconsole.text.times import stamp
+
+    return stamp(slot)
 
 
 def _slot_message(report: SlotReport) -> str:
@@ -174,12 +173,10 @@ def _slot_message(report: SlotReport) -> str:
 
 
 def _length(seconds: float) -> str:
-    """An overlap's length: milliseconds below a second, else as `times.reading` writes it."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    from lockconsole.text.times import reading
+    """An overlap's length, in the one duration format."""
+    from lockconsole.text.times import span
 
-    return reading(timedelta(seconds=seconds))
+    return span(timedelta(seconds=seconds))
 
 
 def _holder_message(holder: Holder) -> str:

@@ -68,9 +68,11 @@ def begin(
     trigger: Trigger = "scheduled",
     sessions: SessionRegistry | None = None,
     stop: Stop | None = None,
+    actor: str | None = None,
 ) -> Attempt:
     """Try the lock once and record the attempt; the Attempt says whether to run.
 
+    `actor` (who asked for a manual run, "os_user@host") goes into the ledger row.
     With `sessions`, the lock and ledger connections come from (and go back to) that registry,
     so repeated attempts in one process connect once; without, they are opened and closed here.
     With `stop`, a stop requested before the lock is tried raises Stopped (nothing is held or
@@ -94,6 +96,7 @@ def begin(
         started_at=started,
         strategy=job.strategy,
         lock_key=str(job.key),
+        actor=actor,
     )
     key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
     session = sessions.take(key) if sessions is not None else None

@@ -117,6 +117,7 @@ class Run:
     strategy: str | None = None
     lock_key: str | None = None
     id: int | None = None
+    actor: str | None = None  # who asked for a manual run: "os_user@host"; None when scheduled
 
 
 ColumnType = Literal["id", "text", "int", "bigint", "time"]
@@ -150,4 +151,6 @@ RUN_COLUMNS: tuple[LedgerColumn, ...] = (
     LedgerColumn("session_id", "bigint"),
     LedgerColumn("strategy", "text", 16),
     LedgerColumn("lock_key", "text", 255),
+    # added after the first release: a ledger without it gains it on first use (schema.migrate)
+    LedgerColumn("actor", "text", 255),
 )

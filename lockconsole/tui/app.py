@@ -15,29 +15,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, cast
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import RichLog
 from textual.worker import Worker, WorkerState
 
+from lockconsole.config.checks import zone_named
 from lockconsole.engine.stopping import Stop, Stopped
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
+from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import ACTIONS, VIEW_KEYS, app_bindings
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases
 from lockconsole.tui.widgets.holder_rows import GroupBy, layout
 
+AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
 
@@ -68,6 +73,8 @@ class LockConsoleApp(App[int]):
         config_keys = getattr(getattr(console, "config", None), "keymap", None) or {}
         self.user_keymap = dict(keymap if keymap is not None else config_keys)
         self.clock = clock or (lambda: datetime.now(UTC))
+        zone_name = getattr(settings, "timezone", "UTC") if settings is not None else "UTC"
+        self.zone: tzinfo = zone_named(zone_name)  # the one zone times are shown in
         self.snapshot: Snapshot | None = None  # what is on screen (last good data kept)
         self.errors: dict[str, str] = {}  # database (or "refresh") -> the error now
         self.last_good: dict[str, datetime] = {}  # database -> taken_at of its last good data
@@ -98,9 +105,22 @@ class LockConsoleApp(App[int]):
         self.sub_title = "READ-ONLY" if self.read_only else ""
 
     def start_refreshing(self) -> None:
-        """The dashboard is up: refresh every interval, the first time after its first frame."""
+        """The dashboard is up: refresh every interval, the first time after its first frame;
+        ages on screen count on every second, paused or not."""
         self._timer = self.set_interval(self.refresh_interval, self._tick)
+        self.set_interval(AGES_EVERY, self._count_ages)
         self.call_after_refresh(self._tick)  # first frame first, then the database
+
+    def _count_ages(self) -> None:
+        """Repaint what says how old something is (the data, LAST, holders, NEXT)."""
+        if not self.dashboard.is_mounted:  # not yet
+            return
+        try:
+            with self.batch_update():
+                self.dashboard.show_ages()
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            pass
 
     # --- refresh -----------------------------------------------------------------------
 
@@ -148,9 +168,14 @@ class LockConsoleApp(App[int]):
             if seen not in self._alerts_seen:
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
-        with self.batch_update():
-            self.dashboard.show_data(rows)
-            self._show_status()
+        try:
+            with self.batch_update():
+                self.dashboard.show_data(rows)
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            return
+        if isinstance(self.screen, TimelineScreen):  # it follows the dashboard's refresh
+            self.run_worker(self.screen.show_snapshot(snap, self.clock()), group="timeline")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: refresh, release and trigger."""
@@ -176,7 +201,10 @@ class LockConsoleApp(App[int]):
             self.notify(text, title=f"{worker.group} failed", severity="error", timeout=8)
 
     def _show_status(self) -> None:
-        self.dashboard.show_status()
+        try:
+            self.dashboard.show_status()
+        except NoMatches:  # the app is shutting down: the status line is gone
+            pass
 
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
@@ -309,7 +337,8 @@ class LockConsoleApp(App[int]):
         log = self.query_one("#log", RichLog)
         if show:
             log.add_class("-shown")
-        log.write(shown(line))
+        now = self.clock()
+        log.write(shown(f"{clock(now, now, self.zone)} {line}"))
 
     def notify(
         self,

@@ -66,6 +66,14 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "timeline", "s", "timeline", "Slots", "Show the selected job's slot timeline", show=False
     ),
     ConsoleAction(
+        "audit",
+        "a",
+        "audit",
+        "Audit",
+        "Show the audit log: every force-release and trigger, who, when, the result",
+        show=False,
+    ),
+    ConsoleAction(
         "filter", "slash", "filter", "Filter", "Filter holders and history by text (Esc clears)"
     ),
     ConsoleAction("group", "g", "group", "Group", "Group lock holders by job or by session"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
@@ -12,6 +13,7 @@ from lockconsole.model.jobs import Idempotency, Run
 from lockconsole.model.views import Holder, Snapshot
 
 if TYPE_CHECKING:
+    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.stopping import Stop
@@ -48,6 +50,42 @@ class SampleConsole:
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
+
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        from lockconsole.backends.audit import AuditEntry
+
+        entries = [
+            AuditEntry(
+                2,
+                FROZEN_NOW - timedelta(minutes=3),
+                "alice",
+                "ops-1",
+                "trigger",
+                "billing",
+                "job nightly_billing on instance ops-1",
+                "succeeded",
+                "run 999 (exit 0)",
+                "nightly_billing",
+            ),
+            AuditEntry(
+                1,
+                FROZEN_NOW - timedelta(minutes=9),
+                "alice",
+                "ops-1",
+                "release",
+                "billing",
+                "pg advisory key 4242 (int64) held by pid 31337 in database billing",
+                "released",
+                "pid 31337 terminated in 12 ms",
+                "nightly_billing",
+            ),
+        ]
+        kept = [
+            e for e in entries if (job is None or e.job == job) and (since is None or e.at >= since)
+        ]
+        return kept[:limit], []
 
     def find_holders(
         self, *, pid: int | None = None, job: str | None = None, database: str | None = None

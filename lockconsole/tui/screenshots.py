@@ -2,7 +2,7 @@
 
 The console runs headless on the fixed sample data set (SampleConsole, frozen clock) at
 120x40, is driven by keys like an operator, and saves each view with App.save_screenshot:
-dashboard, release modal, duplicates screen, timeline, help. `make screenshots` runs it.
+dashboard, release modal, duplicates screen, timeline, help, audit. `make screenshots` runs it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("duplicates", ("1", "d")),
     ("timeline", ("1", "s")),
     ("help", ("question_mark",)),
+    ("audit", ("a",)),
 )
 
 

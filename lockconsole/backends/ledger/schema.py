@@ -74,3 +74,44 @@ def schema() -> tuple[Any, Any]:
 
 def _dialect_of(name: str) -> str:
     return "mysql" if name in ("mysql", "mariadb") else name
+
+
+def ensure(engine: Any) -> None:
+    """Create the table and its indexes if they are missing, then add the columns an older
+    ledger lacks (`migrate`)."""
+    metadata, _ = schema()
+    with engine.begin() as conn:
+        metadata.create_all(conn, checkfirst=True)
+    migrate(engine)
+
+
+def migrate(engine: Any) -> list[str]:
+    """Add the columns of RUN_COLUMNS an older ledger lacks; the names added.
+
+    Only nullable columns without a default are ever added, which every dialect does without
+    rewriting the table. Each ALTER runs on its own (autocommit); another instance adding the
+    same column at the same time is fine: the column is there afterwards either way.
+    """
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.schema import CreateColumn
+
+    _, table = schema()
+
+    def present() -> set[str]:
+        return {column["name"] for column in inspect(engine).get_columns(TABLE)}
+
+    have = present()
+    missing = [spec for spec in RUN_COLUMNS if spec.nullable and spec.name not in have]
+    if not missing:
+        return []
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        quoted = conn.dialect.identifier_preparer.quote(TABLE)
+        for spec in missing:
+            ddl = CreateColumn(table.c[spec.name]).compile(dialect=conn.dialect)
+            try:
+                conn.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {ddl}")
+            except SQLAlchemyError:
+                if spec.name not in present():
+                    raise
+    return [spec.name for spec in missing]

@@ -33,7 +33,7 @@ from typing import Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
 from lockconsole.backends.errors import classify
-from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TABLE is public here)
+from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
 from lockconsole.backends.ledger.times import from_db, to_db
 from lockconsole.config.urls import redact, scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
@@ -291,13 +291,11 @@ class Ledger:
         return self._read(query)
 
     def create_schema(self) -> None:
-        """Create the ledger table and its indexes if they are missing (imports SQLAlchemy)."""
+        """Create the ledger table and its indexes, or add the columns an older one lacks."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        metadata, _ = schema()
         try:
-            with self._sa_engine().begin() as conn:
-                metadata.create_all(conn, checkfirst=True)
+            ensure(self._sa_engine())
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
         self._schema_checked = True

@@ -20,17 +20,19 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
 from lockconsole.model.jobs import Run
-from lockconsole.text.times import age
+from lockconsole.text.times import age, zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
 from lockconsole.tui.panes import (
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    Staleness,
     banner_text,
     history_rows,
     job_rows,
     status_text,
 )
+from lockconsole.tui.state import job_names, ledger_names
 from lockconsole.tui.widgets.holder_rows import HolderRows, layout
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import selected_key, sync_table
@@ -48,6 +50,8 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self._runs_of: dict[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
         self._shown_status: object = None
+        self._shown_banner: object = None
+        self._ages_second: int | None = None  # the clock's second the holders' ages were for
 
     @property
     def host(self) -> LockConsoleApp:
@@ -116,12 +120,37 @@ class DashboardScreen(Screen[None]):
         _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
         if view.border_subtitle != (by := f"by {host.group_by} (g)"):
             view.border_subtitle = by
-        sync_table(self.query_one("#jobs", DataTable), self._paint(job_rows(snap, now)))
-        history, self._runs_of = history_rows(snap, now, host.text_filter)
+        self.show_ages()
+        history, self._runs_of = history_rows(
+            snap,
+            now,
+            host.text_filter,
+            zone=host.zone,
+            configured=job_names(getattr(host.facade, "config", None)),
+        )
         table = self.query_one("#history", DataTable)
         sync_table(table, self._paint(history))
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+
+    def show_ages(self) -> None:
+        """Repaint what counts on with the clock: the jobs pane (LAST, NEXT, unknown's age)
+        and the holders' ages; the status line is show_status()."""
+        host = self.host
+        snap = host.snapshot
+        if snap is None:
+            return
+        stale = Staleness(
+            {name: host.last_good.get(name) for name in host.errors},
+            ledger_names(getattr(host.facade, "config", None)),
+        )
+        now = host.clock()
+        jobs = job_rows(snap, now, zone=host.zone, stale=stale)
+        sync_table(self.query_one("#jobs", DataTable), self._paint(jobs))
+        second = int(now.timestamp())
+        if second != self._ages_second:  # the holders' ages read another second: repaint
+            self._ages_second = second
+            self.query_one(HoldersView).refresh()
 
     def _paint(self, rows: list[Any]) -> list[Any]:
         """Table rows as they go on screen: without colour under NO_COLOR."""
@@ -147,6 +176,7 @@ class DashboardScreen(Screen[None]):
             read_only=host.read_only,
             busy=busy,
             alerts=len(snap.alerts) if snap else 0,
+            zone=zone_label(host.zone),
         )
         if host.monochrome:
             text = nocolor.without_colour(text)
@@ -159,8 +189,11 @@ class DashboardScreen(Screen[None]):
             good = [host.last_good[n] for n in host.errors if n in host.last_good]
             if "refresh" in host.errors and snap is not None:
                 good = [snap.taken_at]
-            shown = banner_text(host.errors, min(good) if good else None, now)
-            banner.update(nocolor.without_colour(shown) if host.monochrome else shown)
+            shown = banner_text(host.errors, min(good) if good else None, now, host.zone)
+            shown = nocolor.without_colour(shown) if host.monochrome else shown
+            if shown != self._shown_banner:  # its age ticks: repaint only what changed
+                self._shown_banner = shown
+                banner.update(shown)
         degraded = bool(host.errors)
         if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
             banner.set_class(degraded, "-shown")
@@ -252,7 +285,7 @@ class DashboardScreen(Screen[None]):
         from lockconsole.tui.screens.run_detail import RunDetailScreen
 
         run, slot_runs = self._runs_of[key]
-        self.app.push_screen(RunDetailScreen(run, list(slot_runs)))
+        self.app.push_screen(RunDetailScreen(run, list(slot_runs), self.host.zone))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "history":
@@ -268,7 +301,16 @@ class DashboardScreen(Screen[None]):
             return
         from lockconsole.tui.screens.timeline import TimelineScreen
 
-        self.app.push_screen(TimelineScreen(snapshot, job, now=self.host.clock()))
+        self.app.push_screen(
+            TimelineScreen(snapshot, job, now=self.host.clock(), zone=self.host.zone)
+        )
+
+    def action_audit(self) -> None:
+        from lockconsole.tui.screens.audit import AuditScreen
+
+        self.app.push_screen(
+            AuditScreen(self.host.facade, now=self.host.clock, zone=self.host.zone)
+        )
 
     # --- mutations: asked here, run by the app's workers --------------------------------
 

@@ -12,6 +12,7 @@ back. Every call goes through the console facade; nothing here knows SQL.
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 from rich.text import Text
@@ -25,6 +26,7 @@ from textual.worker import Worker, WorkerState
 
 from lockconsole.config.urls import redact
 from lockconsole.text.safe import data_text, printable_lines, shown
+from lockconsole.text.times import stamp
 
 PAGE_SIZE = 50
 WHAT_FAILED = {
@@ -39,7 +41,10 @@ CELL_WIDTH = 64  # terminal cells of a key or value at most ('…' when cut)
 
 
 def _cell(value: object) -> Text:
-    """A table value as data: never markup, controls escaped, at most CELL_WIDTH cells."""
+    """A table value as data: never markup, controls escaped, at most CELL_WIDTH cells; a
+    timestamp in the one time format (UTC, milliseconds when it has them)."""
+    if isinstance(value, datetime):
+        value = stamp(value, ms=bool(value.microsecond), zone=value.tzinfo is not None)
     return data_text("NULL" if value is None else value, limit=CELL_WIDTH)
 
 
