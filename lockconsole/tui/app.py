@@ -36,7 +36,7 @@ from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoade
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.state import carry_over, failed_databases
-from lockconsole.tui.widgets.holder_rows import GroupBy, layout
+from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
@@ -74,6 +74,7 @@ class LockConsoleApp(App[int]):
         self.last_took = 0.0
         self.paused = False
         self.group_by: GroupBy = "job"
+        self.holder_sort: SortBy = None
         self.text_filter = ""
         self._timer: Timer | None = None
         self.refresh_started: float | None = None  # monotonic start of the running refresh
@@ -111,17 +112,17 @@ class LockConsoleApp(App[int]):
             self._show_status()
             return
         self.refresh_started = time.monotonic()
-        self._load_snapshot(self.snapshot, self.group_by, self.text_filter)
+        self._load_snapshot(self.snapshot, self.group_by, self.text_filter, self.holder_sort)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _load_snapshot(
-        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str
+        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str, sort: SortBy
     ) -> None:
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
         merged = carry_over(previous, fresh, self.facade.config)
-        rows = layout(merged.holders, group_by, text_filter)
+        rows = layout(merged.holders, group_by, text_filter, sort)
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
@@ -133,8 +134,12 @@ class LockConsoleApp(App[int]):
             if name not in failed:
                 self.last_good[name] = snap.taken_at
         rows = message.rows
-        if rows.group_by != self.group_by or rows.text_filter != self.text_filter:
-            rows = layout(snap.holders, self.group_by, self.text_filter)
+        if (rows.group_by, rows.text_filter, rows.sort) != (
+            self.group_by,
+            self.text_filter,
+            self.holder_sort,
+        ):
+            rows = layout(snap.holders, self.group_by, self.text_filter, self.holder_sort)
         self.snapshot = snap
         for alert in snap.alerts:  # each new alert once, in the log (o shows it)
             # a stale holder's message counts up its idle time: the same alert all along
@@ -178,6 +183,14 @@ class LockConsoleApp(App[int]):
     def _show_status(self) -> None:
         self.dashboard.show_status()
 
+    def instance_name(self) -> str:
+        """The instance this console's triggers run as."""
+        from lockconsole.engine.runner import default_instance
+
+        config = getattr(self.facade, "config", None)
+        own = getattr(self.facade, "instance", None)
+        return str(own or default_instance(getattr(config, "instance", None)))
+
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
         return list(getattr(config, "databases", {}) or {})
@@ -206,7 +219,7 @@ class LockConsoleApp(App[int]):
         """(key, description) of every action the dashboard allows now, as the keymap binds it."""
         rows = []
         for a in ACTIONS:
-            if a.scope == "dashboard" and self.dashboard.check_action(a.name, ()) is False:
+            if a.mutates and self.read_only:  # refused: not offered
                 continue
             key = self._keymap.get(a.id, a.key) if a.id else a.key
             rows.append((self.get_key_display(Binding(key, a.action)), a.help))
