@@ -16,23 +16,25 @@ from lockconsole.model.jobs import Run
 from lockconsole.model.views import JobStatus, SlotReport, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import age, duration, seconds, when
+from lockconsole.tui.nocolor import ALARM
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
 HISTORY_COLUMNS = ("SLOT", "JOB", "SLOT STATUS", "INSTANCE", "OUTCOME", "TOOK", "MESSAGE")
 HISTORY_LIMIT = 300
 BANNER_WIDTH = 400  # terminal cells of one database error in the banner
 BAD = {"double_run", "missed", "lock_lost", "failed"}
+# every bad state carries a glyph, so it is told without colour (NO_COLOR) too
 STATUS_TEXT = {
-    "double_run": "DOUBLE RUN",
-    "missed": "MISSED",
-    "lock_lost": "LOCK LOST",
-    "failed": "FAILED",
+    "double_run": "✖ DOUBLE RUN",
+    "missed": "✖ MISSED",
+    "lock_lost": "✖ LOCK LOST",
+    "failed": "✖ FAILED",
     "running": "running",
     "ok": "ok",
 }
 OUTCOME_STYLE = {
-    "failed": "bold red",
-    "lock_lost": "bold red",
+    "failed": ALARM,
+    "lock_lost": ALARM,
     "acquired": "cyan",
     "skipped": "dim",
     "succeeded": "green",
@@ -53,9 +55,7 @@ def _last(s: JobStatus, report: SlotReport | None, now: datetime) -> str | Text:
         got = [i for i, outcome in report.outcomes if outcome != "skipped"]
         who = f" {','.join(got)}" if got and report.status != "double_run" else ""
         style = (
-            "bold red"
-            if report.status in BAD
-            else ("cyan" if report.status == "running" else "green")
+            ALARM if report.status in BAD else ("cyan" if report.status == "running" else "green")
         )
         return Text(
             f"{STATUS_TEXT.get(report.status, report.status)}{who} {age(report.slot, now)} ago",
@@ -73,8 +73,9 @@ def _job_cells(s: JobStatus, report: SlotReport | None, now: datetime) -> list[s
         holder: str | Text = Text("free", style="dim")
     else:
         who = h.instance or h.application_name or h.locked_by or h.user or "?"
-        pid = f"/{h.pid}" if h.pid is not None else " (lease)"
-        holder = Text(f"{who}{pid}", style="bold red" if h.stale else "bold")
+        pid = f"/{h.pid}" if h.pid is not None else f" ({h.kind})"
+        mark = "! " if h.stale else ""
+        holder = Text(f"{mark}{who}{pid}", style=ALARM if h.stale else "bold")
     last = _last(s, report, now)
     nxt = f"{when(s.next_fire, now)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
     return [
@@ -105,7 +106,7 @@ def history_rows(
     for report in sorted(snapshot.slots, key=lambda s: s.slot, reverse=True):
         status = Text(
             STATUS_TEXT.get(report.status, report.status),
-            style="bold red" if report.status in BAD else "",
+            style=ALARM if report.status in BAD else "",
         )
         slot_runs = sorted(
             by_slot.get((report.job, report.slot), []), key=lambda r: (r.started_at, r.id or 0)
@@ -127,7 +128,8 @@ def history_rows(
                 if run.id is not None
                 else (f"run:{run.job}:{run.instance}:{run.started_at.isoformat()}")
             )
-            outcome = Text(run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
+            mark = "✖ " if run.outcome in ("failed", "lock_lost") else ""
+            outcome = Text(mark + run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
             took = duration(run.started_at, run.finished_at)
             cells = [
                 when(report.slot, now),
@@ -165,7 +167,7 @@ def status_text(
         if not loaded:
             text.append(f"{name} … ", style="dim")
         elif name in errors:
-            text.append(f"{name} ✖ down ", style="bold red")
+            text.append(f"{name} ✖ down ", style=ALARM)
         else:
             text.append(f"{name} ● ok ", style="green")
     text.append("│ ")
@@ -177,7 +179,7 @@ def status_text(
     if busy is not None and busy >= 1:
         text.append(f" │ refreshing {busy:.0f}s…", style="yellow")
     if alerts:
-        text.append(f" │ {alerts} alerts (o)", style="bold red")
+        text.append(f" │ {alerts} alerts (o)", style=ALARM)
     if read_only:
         text.append(" ")
         text.append(" READ-ONLY ", style="bold reverse")

@@ -93,6 +93,7 @@ class DashboardScreen(Screen[None]):
         self.query_one("#jobs", PaneTable).border_title = "1 Jobs"
         self.query_one("#history", PaneTable).border_title = "3 Run history"
         self.query_one(HoldersView).border_title = "2 Lock holders"
+        self.query_one(HoldersView).set_class(self.host.monochrome, "-monochrome")
         self.query_one("#log", RichLog).border_title = "Log: output and alerts (o hides)"
         self.query_one("#jobs").focus()
         self.query_one("#header", Static).update(

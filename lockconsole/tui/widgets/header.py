@@ -19,13 +19,13 @@ def header_text(config: Any, instance: str | None) -> Text:
     """One line (the caller cuts it to the screen's width with '…')."""
     text = Text()
     path = getattr(config, "path", None)
-    text.append("config ", style="dim")
+    text.append("config ", style="")
     text.append(shown(path or "(none)"), style="bold")
     if instance:
-        text.append(" · instance ", style="dim")
+        text.append(" · instance ", style="")
         text.append(shown(instance), style="bold")
     for name, database in (getattr(config, "databases", None) or {}).items():
-        text.append(" · ", style="dim")
+        text.append(" · ", style="")
         text.append(shown(name), style="bold")
         text.append(" " + shown(database.url.masked))
     return text
