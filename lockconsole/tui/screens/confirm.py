@@ -46,6 +46,8 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("y", "confirm", "Yes", id="confirm_yes"),
         Binding("n", "cancel", "No", id="confirm_no"),
         Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, title: str, body: str) -> None:

@@ -38,6 +38,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close", id="help_close"),
         Binding("question_mark", "close", "Close", show=False, id="help_close_question"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, bindings: list[tuple[str, str]]) -> None:

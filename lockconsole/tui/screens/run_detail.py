@@ -94,6 +94,8 @@ class RunDetailScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="run_detail_close"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, run: Run, slot_runs: list[Run]) -> None:

@@ -97,7 +97,7 @@ class HoldersView(ScrollView, can_focus=True):
     HoldersView:blur > .holders-view--cursor { background: $block-cursor-blurred-background; }
     HoldersView > .holders-view--waiting { color: $warning; }
     HoldersView > .holders-view--stale { color: $text-error; text-style: bold; }
-    HoldersView > .holders-view--unmapped { color: $secondary; text-style: italic; }
+    HoldersView > .holders-view--unmapped { color: $text-secondary; text-style: italic; }
     /* NO_COLOR: the glyph tells the state; the text keeps the full contrast of the theme */
     HoldersView.-monochrome > .holders-view--waiting { color: $text; text-style: bold; }
     HoldersView.-monochrome > .holders-view--stale { color: $text; text-style: bold; }
