@@ -8,6 +8,7 @@ console, the fleet and the embedded server."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import Terminal, unavailable
+from helpers import Terminal, unavailable, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NIGHT = 20  # the demo's default night: billing takes a quarter of it, the lock is free after
@@ -42,6 +43,22 @@ def escape(terminal: Terminal) -> None:
     terminal.wait_screen(
         lambda s: "Lock holders" in s and "Log: output" not in s, "the dashboard after esc"
     )
+
+
+def manual_runs(url: str) -> list[tuple[int, str]]:
+    """(id, outcome) of every manual (console-triggered) run of nightly_billing, oldest first."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "select id, outcome from lockconsole_runs "
+            "where job = 'nightly_billing' and trigger = 'manual' order by id"
+        ).fetchall()
+    return [(int(i), str(o)) for i, o in rows]
+
+
+def ended_after(url: str, known: int) -> list[tuple[int, str]] | None:
+    """The manual runs once one more than `known` has ended (skipped or finished), else None."""
+    runs = manual_runs(url)
+    return runs if len(runs) > known and runs[-1][1] != "acquired" else None
 
 
 def billed(url: str) -> int:
@@ -71,31 +88,39 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
     config = (state / "lockconsole" / "lockconsole-demo.toml").read_text()
     url = next(line.split('"')[1] for line in config.splitlines() if line.startswith("url"))
 
-    # the trigger: 1 (jobs), the first job is nightly_billing, t, y; while the fleet holds the
-    # lock the run is skipped (said in the log), so try again on the next night
-    result = ""
+    # the trigger: 1 (jobs), the first job is nightly_billing, t, y. While the fleet holds the
+    # lock the run is skipped (and said so), so wait for the lock to be free and try again.
+    outcome = ""
     for _ in range(6):
-        terminal.press("1", "Home", "t")
+        before = manual_runs(url)
+        terminal.wait_screen(
+            lambda s: re.search(r"nightly_billing +free", s), "the lock free", timeout=60
+        )
+        terminal.press("1")
+        terminal.press("Home")
+        terminal.press("t")
         terminal.wait_screen(lambda s: "Trigger nightly_billing?" in s, "the trigger question")
         terminal.press("y")
-        screen = terminal.wait_screen(
-            lambda s: (
-                "trigger nightly_billing: " in s
-                and "starting" not in s.split("trigger nightly_billing: ")[-1][:10]
-            ),
-            "the trigger's outcome in the log",
+        done = wait_for(
+            lambda known=len(before): ended_after(url, known),
+            what="the trigger's outcome in the ledger",
             timeout=60,
         )
-        result = screen.split("trigger nightly_billing: ")[-1].split()[0]
-        if result.startswith("succeeded"):
+        outcome = done[-1][1]
+        if outcome == "succeeded":
             break
-        assert result.startswith("skipped"), screen
+        assert outcome == "skipped", done
         escape(terminal)
-    assert result.startswith("succeeded"), result
+    assert outcome == "succeeded", outcome
+    terminal.wait_screen(
+        lambda s: "trigger nightly_billing: succeeded" in " ".join(s.split()), "the log's line"
+    )
     assert billed(url) > 0, "the console's run charged tenants, like the fleet's runs"
 
     # the stale holder: pane 2, the cursor on invoice_reminders' holder, Enter describes it
-    terminal.press("Escape", "2", "Home")
+    escape(terminal)
+    terminal.press("2")
+    terminal.press("Home")
     terminal.wait_screen(lambda s: "STALE" in s, "the stale holder in pane 2", timeout=60)
     screen = ""
     for _ in range(20):
@@ -105,7 +130,8 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
         )
         if "invoice_reminders" in screen.splitlines()[0]:
             break
-        terminal.press("Escape", "Down")
+        escape(terminal)
+        terminal.press("Down")
     flat = " ".join(screen.split())
     assert "invoice_reminders" in screen.splitlines()[0], screen
     assert "! STALE" in flat and "query" in flat and "advisory" in flat, screen
