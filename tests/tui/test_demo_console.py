@@ -7,6 +7,7 @@ console, the fleet and the embedded server."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -102,7 +103,7 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
         terminal.wait_screen(lambda s: "Trigger nightly_billing?" in s, "the trigger question")
         terminal.press("y")
         done = wait_for(
-            lambda known=len(before): ended_after(url, known),
+            functools.partial(ended_after, url, len(before)),
             what="the trigger's outcome in the ledger",
             timeout=60,
         )
