@@ -194,3 +194,30 @@ async def test_no_color_text_keeps_its_contrast(monkeypatch: Any, no_color: bool
 
 
 MARKERS = ("✖ FAILED", "? UNMAPPED", "! STALE", "⧗ WAIT", "✖ DOUBLE RUN", "Lock holders")
+
+
+@sync
+async def test_table_columns_grow_and_shrink_with_the_data_on_refresh() -> None:
+    """A cell that grows after the first paint widens its column (no cut 'NEXT' cell), and
+    the column shrinks back when the long value is gone."""
+    from rich.cells import cell_len
+
+    console = SampleConsole()
+    app = LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(app, pilot)
+        jobs = app.query_one("#jobs", PaneTable)
+        before = jobs.columns["NEXT"].content_width  # type: ignore[index]
+        snap = console.snapshot()
+        far = FROZEN_NOW + timedelta(days=400, hours=5, minutes=7)
+        status = replace(snap.jobs[1], next_fire=far)
+        console.set_snapshot(replace(snap, jobs=(snap.jobs[0], status, *snap.jobs[2:])))
+        app.refresh_now()
+        await settle(app, pilot)
+        cell = jobs.get_row(status.job.name)[3]
+        grown = jobs.columns["NEXT"].content_width  # type: ignore[index]
+        assert grown >= cell_len(str(cell)) > before, (str(cell), before, grown)
+        console.set_snapshot(snap)
+        app.refresh_now()
+        await settle(app, pilot)
+        assert jobs.columns["NEXT"].content_width == before  # type: ignore[index]
