@@ -163,3 +163,10 @@ class Terminal:
         subprocess.run(
             [self.tmux, "-L", self.socket, "kill-server"], capture_output=True, timeout=30
         )
+
+
+async def first_data(app: Any, pilot: Any) -> None:
+    """Wait for the console's first snapshot to be on screen (its refresh starts only after the
+    first frame, so waiting for the workers alone may come too early on a busy machine)."""
+    await until(pilot, lambda: app.snapshot is not None, what="the first snapshot")
+    await settle(app, pilot)

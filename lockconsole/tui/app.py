@@ -22,6 +22,7 @@ from typing import Any, cast
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import RichLog
@@ -126,6 +127,8 @@ class LockConsoleApp(App[int]):
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        if not self.dashboard.is_attached or not self.dashboard.children:
+            return  # the app is closing: its screens are gone, nothing is shown any more
         snap = message.snapshot
         self.last_took = message.took
         failed = failed_databases(snap)
@@ -153,9 +156,12 @@ class LockConsoleApp(App[int]):
             if seen not in self._alerts_seen:
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
-        with self.batch_update():
-            self.dashboard.show_data(rows)
-            self._show_status()
+        try:
+            with self.batch_update():
+                self.dashboard.show_data(rows)
+                self._show_status()
+        except NoMatches:  # the app closed while this snapshot was on its way
+            return
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: refresh, release and trigger."""
@@ -319,7 +325,10 @@ class LockConsoleApp(App[int]):
 
     def log_line(self, line: str, *, show: bool = True) -> None:
         """Add a line to the log pane: a job's output and alerts are data (shown())."""
-        log = self.query_one("#log", RichLog)
+        try:
+            log = self.dashboard.query_one("#log", RichLog)
+        except NoMatches:  # the app is closing: its screens are gone
+            return
         if show:
             log.add_class("-shown")
         log.write(shown(line))

@@ -34,7 +34,7 @@ from lockconsole.tui.widgets.holder_rows import layout
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import PaneTable, selected_key
 
-from helpers import settle, sync
+from helpers import first_data, settle, sync
 
 SIZE = (100, 30)
 
@@ -89,7 +89,7 @@ async def test_escape_closes_every_screen_and_q_quits_from_it(
 ) -> None:
     app = app_for()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         await pilot.press(*keys)
         await settle(app, pilot)
         assert type(app.screen).__name__ == screen
@@ -109,7 +109,7 @@ async def test_escape_closes_every_screen_and_q_quits_from_it(
 async def test_home_end_and_g_move_the_cursor_in_every_pane() -> None:
     app = app_for()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         for pane in ("jobs", "history"):
             table = app.query_one(f"#{pane}", PaneTable)
             table.focus()
@@ -156,7 +156,7 @@ async def test_the_history_follows_new_rows_while_its_cursor_is_on_the_newest() 
     console = SampleConsole()
     app = app_for(console)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         table = app.query_one("#history", PaneTable)
         table.focus()
         await pilot.press("home")
@@ -179,7 +179,7 @@ async def test_the_history_follows_new_rows_while_its_cursor_is_on_the_newest() 
 async def test_refusals_say_why() -> None:
     app = app_for(SampleConsole(read_only=True), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         await pilot.press("1", "t")
         await pilot.pause()
         assert any("trigger refused: the console is in --read-only mode" in n for n in notices(app))
@@ -193,7 +193,7 @@ async def test_refusals_say_why() -> None:
 
     app = app_for(SampleConsole())
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         select_holder(app, lambda h: not h.granted)  # a waiter holds nothing
         await pilot.press("x")
         await pilot.pause()
@@ -217,7 +217,7 @@ async def test_refusals_say_why() -> None:
 async def test_describe_a_holder_in_read_only_mode_then_release_from_it() -> None:
     app = app_for(SampleConsole(read_only=True), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         stale = select_holder(app, lambda h: bool(h.stale))
         await pilot.press("enter")
         await settle(app, pilot)
@@ -244,7 +244,7 @@ async def test_describe_a_holder_in_read_only_mode_then_release_from_it() -> Non
     console = SampleConsole()
     app = app_for(console)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         stale = select_holder(app, lambda h: bool(h.stale))
         await pilot.press("i", "x")
         await settle(app, pilot)
@@ -258,7 +258,7 @@ async def test_describe_a_holder_in_read_only_mode_then_release_from_it() -> Non
 async def test_describe_a_job_shows_config_next_firings_and_last_runs() -> None:
     app = app_for(SampleConsole(read_only=True), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         await pilot.press("1", "home", "enter")
         await settle(app, pilot)
         assert isinstance(app.screen, JobScreen)
@@ -277,7 +277,7 @@ async def test_palette_zoom_sort_log_overlay_collapse_and_header() -> None:
     console.set_snapshot(replace(console.snapshot(), runs=(), slots=()))  # an empty history
     app = app_for(console)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         provider = ActionsProvider(app.screen)
         await provider.startup()
         found = [str(hit.help) async for hit in provider.search("alert")]
@@ -345,7 +345,7 @@ async def test_csv_export_asks_before_overwriting(tmp_path: Any) -> None:
     target.write_text("keep me\n")
     app = app_for()
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         await pilot.press("1", "home", "d")
         await settle(app, pilot)
         dupes = app.screen

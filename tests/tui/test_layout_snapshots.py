@@ -23,7 +23,7 @@ from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import PaneTable
 
-from helpers import settle, sync
+from helpers import first_data, settle, sync
 
 SIZES = [
     pytest.param((80, 24), id="80x24"),
@@ -79,8 +79,7 @@ def crowded(monkeypatch: Any, no_color: bool) -> LockConsoleApp:
 
 
 async def loaded(pilot: Any) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await first_data(pilot.app, pilot)
     pilot.app.query_one(HoldersView).focus()
     await pilot.pause()
 
@@ -133,7 +132,7 @@ async def test_fixed_columns_stay_when_scrolling_right() -> None:
     its SLOT and JOB."""
     app = LockConsoleApp(crowded_console(), clock=lambda: FROZEN_NOW, refresh=3600)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         view = app.query_one(HoldersView)
         view.focus()
         row = next(i for i, r in enumerate(view.model.rows) if r.holder and r.holder.pid == 41234)
@@ -175,7 +174,7 @@ async def test_no_color_text_keeps_its_contrast(monkeypatch: Any, no_color: bool
     console = SampleConsole(holders=[*sample_holders(), *many_holders(2, 2), odd_holder()])
     app = LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600)
     async with app.run_test(size=(200, 60)) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         app.query_one(HoldersView).focus()
         await pilot.pause()
         update = app.screen._compositor.render_update(full=True)
@@ -205,7 +204,7 @@ async def test_table_columns_grow_and_shrink_with_the_data_on_refresh() -> None:
     console = SampleConsole()
     app = LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600)
     async with app.run_test(size=(200, 60)) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         jobs = app.query_one("#jobs", PaneTable)
         before = jobs.columns["NEXT"].content_width  # type: ignore[index]
         snap = console.snapshot()
