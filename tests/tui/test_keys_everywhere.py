@@ -369,3 +369,15 @@ async def test_csv_export_asks_before_overwriting(tmp_path: Any) -> None:
         await pilot.press("y")
         await settle(app, pilot)
         assert target.read_text().startswith("id,tenant_id,period"), "overwritten once confirmed"
+
+
+@sync
+async def test_a_read_only_console_leaves_the_next_console_its_keys() -> None:
+    """Hiding trigger and release from one read-only dashboard's footer touches no other."""
+    async with app_for(SampleConsole(read_only=True), read_only=True).run_test(size=SIZE):
+        pass
+    app = app_for()
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        shown = {b.binding.action for b in app.active_bindings.values() if b.binding.show}
+        assert {"trigger", "release"} <= shown, shown

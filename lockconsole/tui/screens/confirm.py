@@ -87,8 +87,9 @@ class ReleaseModal(ModalScreen[bool]):
         + """
         & > #dialog { border: thick $error; }
         & #details { height: auto; max-height: 13; }
-        /* the status line (row 0) stays visible however long the holder's data: a short
-           terminal gets fewer detail rows (they scroll), so the centred dialog fits below it */
+        /* the header and the status line (rows 0, 1) stay visible however long the holder's
+           data: a short terminal gets fewer detail rows (they scroll), so the centred dialog
+           fits below them */
         &.-short #details { max-height: 7; }
         & #prompt { margin-top: 1; }
         & #waiter { color: $warning; margin-top: 1; }

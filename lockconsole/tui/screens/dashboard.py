@@ -12,11 +12,11 @@ release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused act
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widget import Widget
@@ -80,16 +80,12 @@ class DashboardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.host.read_only:  # refused with a notice, but not offered in the footer
-            for bindings in self._bindings.key_to_bindings.values():
-                for i, binding in enumerate(bindings):
-                    if binding.action in MUTATING:
-                        bindings[i] = Binding(
-                            binding.key,
-                            binding.action,
-                            binding.description,
-                            show=False,
-                            id=binding.id,
-                        )
+            # new lists: this screen's map shares them with the class's (a shallow copy)
+            table = self._bindings.key_to_bindings
+            for key, bindings in list(table.items()):
+                table[key] = [
+                    replace(b, show=False) if b.action in MUTATING else b for b in bindings
+                ]
         self.query_one("#jobs", PaneTable).border_title = "1 Jobs"
         self.query_one("#history", PaneTable).border_title = "3 Run history"
         self.query_one(HoldersView).border_title = "2 Lock holders"
