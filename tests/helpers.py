@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -163,3 +166,66 @@ class Tmux:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+class Terminal:
+    """One tmux server of our own (its own socket), one 80x24 window running a command."""
+
+    def __init__(self, socket: str, folder: Path, size: tuple[int, int] = (80, 24)) -> None:
+        self.tmux = shutil.which("tmux") or unavailable(
+            "tmux is not installed (apt-get install tmux)"
+        )
+        self.socket, self.folder, self.size = socket, folder, size
+
+    def _run(self, *args: str) -> str:
+        done = subprocess.run(
+            [self.tmux, "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        return done.stdout
+
+    def start(self, argv: list[str], env: dict[str, str]) -> None:
+        status = self.folder / "exit_status"
+        status.unlink(missing_ok=True)
+        line = " ".join(f"'{a}'" for a in argv) + f"; echo $? > '{status}'; sleep 600"
+        exports = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
+        width, height = (str(n) for n in self.size)
+        self._run("new-session", "-d", "-x", width, "-y", height, "-s", "lc", *exports, line)
+
+    def screen(self) -> str:
+        return self._run("capture-pane", "-p", "-t", "lc")
+
+    def press(self, *keys: str) -> None:
+        self._run("send-keys", "-t", "lc", *keys)
+
+    def wait_screen(self, check, what: str, timeout: float = DEADLINE) -> str:  # type: ignore[no-untyped-def]
+        seen = [""]
+
+        def look() -> str | None:
+            seen[0] = self.screen()
+            return seen[0] if check(seen[0]) else None
+
+        try:
+            return wait_for(look, what=what, interval=0.2, timeout=timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the screen:\n{seen[0]}") from None
+
+    def exit_status(self) -> int:
+        path = self.folder / "exit_status"
+        wait_for(lambda: path.exists() and path.read_text().strip(), what="the console to exit")
+        return int(path.read_text().strip())
+
+    def close(self) -> None:
+        subprocess.run(
+            [self.tmux, "-L", self.socket, "kill-server"], capture_output=True, timeout=30
+        )
+
+
+async def first_data(app: Any, pilot: Any) -> None:
+    """Wait for the console's first snapshot to be on screen (its refresh starts only after the
+    first frame, so waiting for the workers alone may come too early on a busy machine)."""
+    await until(pilot, lambda: app.snapshot is not None, what="the first snapshot")
+    await settle(app, pilot)

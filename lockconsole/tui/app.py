@@ -40,7 +40,7 @@ from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases
-from lockconsole.tui.widgets.holder_rows import GroupBy, layout
+from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 
 AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
@@ -81,6 +81,7 @@ class LockConsoleApp(App[int]):
         self.last_took = 0.0
         self.paused = False
         self.group_by: GroupBy = "job"
+        self.holder_sort: SortBy = None
         self.text_filter = ""
         self._timer: Timer | None = None
         self.refresh_started: float | None = None  # monotonic start of the running refresh
@@ -131,20 +132,22 @@ class LockConsoleApp(App[int]):
             self._show_status()
             return
         self.refresh_started = time.monotonic()
-        self._load_snapshot(self.snapshot, self.group_by, self.text_filter)
+        self._load_snapshot(self.snapshot, self.group_by, self.text_filter, self.holder_sort)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _load_snapshot(
-        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str
+        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str, sort: SortBy
     ) -> None:
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
         merged = carry_over(previous, fresh, self.facade.config)
-        rows = layout(merged.holders, group_by, text_filter)
+        rows = layout(merged.holders, group_by, text_filter, sort)
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        if not self.dashboard.is_attached or not self.dashboard.children:
+            return  # the app is closing: its screens are gone, nothing is shown any more
         snap = message.snapshot
         self.last_took = message.took
         failed = failed_databases(snap)
@@ -153,8 +156,12 @@ class LockConsoleApp(App[int]):
             if name not in failed:
                 self.last_good[name] = snap.taken_at
         rows = message.rows
-        if rows.group_by != self.group_by or rows.text_filter != self.text_filter:
-            rows = layout(snap.holders, self.group_by, self.text_filter)
+        if (rows.group_by, rows.text_filter, rows.sort) != (
+            self.group_by,
+            self.text_filter,
+            self.holder_sort,
+        ):
+            rows = layout(snap.holders, self.group_by, self.text_filter, self.holder_sort)
         self.snapshot = snap
         for alert in snap.alerts:  # each new alert once, in the log (o shows it)
             # a stale holder's message counts up its idle time: the same alert all along
@@ -206,6 +213,14 @@ class LockConsoleApp(App[int]):
         except NoMatches:  # the app is shutting down: the status line is gone
             pass
 
+    def instance_name(self) -> str:
+        """The instance this console's triggers run as."""
+        from lockconsole.engine.runner import default_instance
+
+        config = getattr(self.facade, "config", None)
+        own = getattr(self.facade, "instance", None)
+        return str(own or default_instance(getattr(config, "instance", None)))
+
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
         return list(getattr(config, "databases", {}) or {})
@@ -234,7 +249,7 @@ class LockConsoleApp(App[int]):
         """(key, description) of every action the dashboard allows now, as the keymap binds it."""
         rows = []
         for a in ACTIONS:
-            if a.scope == "dashboard" and self.dashboard.check_action(a.name, ()) is False:
+            if a.mutates and self.read_only:  # refused: not offered
                 continue
             key = self._keymap.get(a.id, a.key) if a.id else a.key
             rows.append((self.get_key_display(Binding(key, a.action)), a.help))
@@ -334,7 +349,10 @@ class LockConsoleApp(App[int]):
 
     def log_line(self, line: str, *, show: bool = True) -> None:
         """Add a line to the log pane: a job's output and alerts are data (shown())."""
-        log = self.query_one("#log", RichLog)
+        try:
+            log = self.dashboard.query_one("#log", RichLog)
+        except NoMatches:  # the app is closing: its screens are gone
+            return
         if show:
             log.add_class("-shown")
         now = self.clock()

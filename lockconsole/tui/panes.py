@@ -17,6 +17,7 @@ from lockconsole.model.jobs import Run
 from lockconsole.model.views import JobStatus, SlotReport, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import age, clock, duration, seconds, stamp
+from lockconsole.tui.nocolor import ALARM
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
 HISTORY_COLUMNS = (
@@ -33,18 +34,19 @@ MISSED_ROWS = 300  # missed-slot rows at most (an every-second job can miss many
 BANNER_WIDTH = 400  # terminal cells of one database error in the banner
 BAD = {"double_run", "missed", "lock_lost", "failed"}
 NOT_CONFIGURED = "not in this config"
+# every bad state carries a glyph, so it is told without colour (NO_COLOR) too
 STATUS_TEXT = {
-    "double_run": "DOUBLE RUN",
-    "missed": "MISSED",
-    "lock_lost": "LOCK LOST",
-    "failed": "FAILED",
+    "double_run": "✖ DOUBLE RUN",
+    "missed": "✖ MISSED",
+    "lock_lost": "✖ LOCK LOST",
+    "failed": "✖ FAILED",
     "running": "running",
     "ok": "ok",
     "skipped": "skipped",
 }
 OUTCOME_STYLE = {
-    "failed": "bold red",
-    "lock_lost": "bold red",
+    "failed": ALARM,
+    "lock_lost": ALARM,
     "acquired": "cyan",
     "skipped": "dim",
     "succeeded": "green",
@@ -118,7 +120,7 @@ def _last(
             got = [i for i, outcome in report.outcomes if outcome != "skipped"]
             who = f" {','.join(got)}" if got and report.status != "double_run" else ""
             style = (
-                "bold red"
+                ALARM
                 if report.status in BAD
                 else ("cyan" if report.status == "running" else "green")
             )
@@ -149,8 +151,9 @@ def _job_cells(
         holder = Text("free", style="dim")
     else:
         who = h.instance or h.application_name or h.locked_by or h.user or "?"
-        pid = f"/{h.pid}" if h.pid is not None else " (lease)"
-        holder = Text(f"{who}{pid}", style="bold red" if h.stale else "bold")
+        pid = f"/{h.pid}" if h.pid is not None else f" ({h.kind})"
+        mark = "! " if h.stale else ""
+        holder = Text(f"{mark}{who}{pid}", style=ALARM if h.stale else "bold")
     ledger_down, ledger_good = stale.of_ledger(job.name)
     last = _unknown(ledger_good, now) if ledger_down else _last(s, report, runs_of, now)
     nxt = f"{clock(s.next_fire, now, zone)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
@@ -226,7 +229,7 @@ def history_rows(
         known = configured is None or job in configured
         status = Text(
             STATUS_TEXT.get(code, code),
-            style=("bold red" if code in BAD else "") if known else "dim",
+            style=(ALARM if code in BAD else "") if known else "dim",
         )
         name: str | Text = job if known else Text(f"{job} · {NOT_CONFIGURED}", style="dim")
         label = clock(slot, now, zone)
@@ -239,7 +242,8 @@ def history_rows(
             rows.append((f"missed:{job}:{slot.isoformat()}", cells))
         for run in slot_runs:
             key = keys[id(run)]
-            outcome = Text(run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
+            mark = "✖ " if run.outcome in ("failed", "lock_lost") else ""
+            outcome = Text(mark + run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
             cells = [
                 label,
                 name,
@@ -276,7 +280,7 @@ def status_text(
         if not loaded:
             text.append(f"{name} … ", style="dim")
         elif name in errors:
-            text.append(f"{name} ✖ down ", style="bold red")
+            text.append(f"{name} ✖ down ", style=ALARM)
         else:
             text.append(f"{name} ● ok ", style="green")
     text.append("│ ")
@@ -292,7 +296,7 @@ def status_text(
     if busy is not None and busy >= 1:
         text.append(f" │ refreshing {seconds(int(busy))}…", style="yellow")
     if alerts:
-        text.append(f" │ {alerts} alerts (o)", style="bold red")
+        text.append(f" │ {alerts} alerts (o)", style=ALARM)
     if read_only:
         text.append(" ")
         text.append(" READ-ONLY ", style="bold reverse")

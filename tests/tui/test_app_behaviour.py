@@ -30,7 +30,7 @@ from lockconsole.tui.widgets.holder_rows import holder_key
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import selected_key
 
-from helpers import settle, sync, until
+from helpers import first_data, settle, sync, until
 
 
 def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
@@ -236,7 +236,7 @@ async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line(
     console = SampleConsole(holders=holders)
     app = LockConsoleApp(console, clock=lambda: now[0], refresh=3600)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot)
+        await first_data(app, pilot)
         view = app.query_one(HoldersView)
 
         def idle() -> bool:  # no line painted since the last look: the first paint is over
@@ -319,7 +319,7 @@ async def test_no_color_drops_every_colour_and_keeps_states_readable(monkeypatch
     # where colour was the only cue, reverse video marks the problem instead
     down = next(style for t, style in segments if "billing ✖ down" in t)
     assert down.reverse and down.bold, down
-    double = [style for t, style in segments if t.strip().startswith("DOUBLE RUN")]
+    double = [style for t, style in segments if t.strip().startswith("✖ DOUBLE RUN")]
     assert double and all(style.reverse for style in double)
 
 

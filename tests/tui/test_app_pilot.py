@@ -253,8 +253,8 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
         app = LockConsoleApp(console, read_only=True)
         async with app.run_test(size=SIZE) as pilot:
             holder = await refresh_until(app, pilot, lambda: shown_holder(app, job, pid))
-            actions = {b.binding.action for b in app.active_bindings.values()}
-            assert "duplicates" in actions and "release" not in actions and "trigger" not in actions
+            shown = {b.binding.action for b in app.active_bindings.values() if b.binding.show}
+            assert "duplicates" in shown and "release" not in shown and "trigger" not in shown
             provider = ActionsProvider(app.screen)
             offered = [hit.text async for hit in provider.discover()]
             assert "Filter" in offered and "Release" not in offered and "Trigger" not in offered
@@ -267,6 +267,9 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
             app.dashboard.action_release()
             await settle(app, pilot)
             assert not isinstance(app.screen, ReleaseModal | ConfirmModal)
+            said = [n.message for n in app._notifications]
+            assert any("force-release refused" in n and "--read-only" in n for n in said), said
+            assert any("trigger refused" in n and "--read-only" in n for n in said), said
             assert not any(w.group in ("release", "trigger") for w in app.workers)
             with pytest.raises(ReadOnlyError):
                 console.release(holder)

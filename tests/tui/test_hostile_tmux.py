@@ -29,7 +29,8 @@ def world(pg_url: str, mysql_url: str, tmp_path_factory: Any) -> Iterator[World]
 
 
 def status_on_top(lines: list[str]) -> bool:
-    return bool(lines) and "every" in lines[0] and "│" in lines[0]
+    """The header (row 0) and the status line under it (row 1) are on screen."""
+    return len(lines) > 1 and "config " in lines[0] and "every" in lines[1] and "│" in lines[1]
 
 
 def modal_open(lines: list[str]) -> bool:

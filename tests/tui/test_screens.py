@@ -195,7 +195,7 @@ def test_timeline_of_a_job_without_runs() -> None:
     assert drive(make, script).results == [None]
 
 
-@pytest.mark.parametrize("key", ["escape", "q", "question_mark"])
+@pytest.mark.parametrize("key", ["escape", "question_mark"])
 def test_help_closes(key: str) -> None:
     async def script(pilot: Any, app: Host) -> None:
         assert "release the holder" in text_of(app, "#keys-table")

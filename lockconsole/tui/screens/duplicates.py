@@ -308,6 +308,24 @@ class DuplicatesScreen(Screen[None]):
         event.stop()
         target = event.value.strip() or f"{self.job}-duplicates.csv"
         self._hide_export()
+        if not os.path.exists(target):
+            self._start_export(target)
+            return
+        from lockconsole.tui.screens.confirm import ConfirmModal
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._start_export(target)
+            else:
+                self.notify(shown(f"Not exported: {target} is kept as it was"), markup=False)
+
+        where = os.path.abspath(target)
+        self.app.push_screen(
+            ConfirmModal(f"Overwrite {where}?", f"{where} exists. Replace it with the export?"),
+            confirmed,
+        )
+
+    def _start_export(self, target: str) -> None:
         self.notify(shown(f"Exporting duplicate rows to {target}…"), title="Export", markup=False)
         self.export(target)
 

@@ -1,6 +1,6 @@
 """Every key of the console in one list.
 
-HelpScreen([(key, description), ...])   a modal; Escape / q / ? closes
+HelpScreen([(key, description), ...])   a modal; Escape or ? closes (q quits, as everywhere)
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="help_close"),
-        Binding("q", "close", "Close", show=False, id="help_close_q"),
         Binding("question_mark", "close", "Close", show=False, id="help_close_question"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, bindings: list[tuple[str, str]]) -> None:

@@ -1,6 +1,6 @@
 """One run of the ledger in full, with the other attempts of the same slot.
 
-RunDetailScreen(run, slot_runs)   a modal; Escape / q closes
+RunDetailScreen(run, slot_runs)   a modal; Escape closes (q quits, as everywhere)
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ class RunDetailScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="run_detail_close"),
-        Binding("q", "close", "Close", show=False, id="run_detail_close_q"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, run: Run, slot_runs: list[Run], zone: tzinfo | None = None) -> None:

@@ -44,6 +44,15 @@ STYLES = {
     "failed": "#ffa040",
     "skipped": "#8a8a8a",
 }
+# a glyph per state, so the lanes read without colour (NO_COLOR) too
+GLYPHS = {
+    "double": "▓",
+    "succeeded": "█",
+    "acquired": "▒",
+    "lock_lost": "░",
+    "failed": "╳",
+    "skipped": "│",
+}
 LABELS = {"succeeded": "ok", "acquired": "running", "lock_lost": "lock lost"}
 STATUS = {
     "double_run": ("DOUBLE RUN", STYLES["double"]),
@@ -133,10 +142,13 @@ class SlotBlock(Widget):
         self.status = status
         self.styles.height = 1 + len(screen.instances)
 
-    def _style(self, run: Run) -> str:
+    def _kind(self, run: Run) -> str:
         if self.status == "double_run" and run.outcome in GOT_LOCK:
-            return STYLES["double"]
-        return STYLES.get(run.outcome, "")
+            return "double"
+        return run.outcome
+
+    def _style(self, run: Run) -> str:
+        return STYLES.get(self._kind(run), "")
 
     def heading(self) -> Text:
         selected = self.has_class("-selected")
@@ -166,11 +178,12 @@ class SlotBlock(Widget):
         for run in mine:
             start = g.column(run.started_at - self.slot, bar)
             if run.outcome == "skipped":
-                cells[start] = ("│", STYLES["skipped"])
+                cells[start] = (GLYPHS["skipped"], STYLES["skipped"])
                 continue
             end = g.end_column((run.finished_at or now) - self.slot, bar)
+            glyph = GLYPHS.get(self._kind(run), "█")
             for col in range(start, max(end, start + 1)):
-                cells[col] = ("█", self._style(run))
+                cells[col] = (glyph, self._style(run))
         chosen = self.owner.selected_run() if self.has_class("-selected") else None
         is_chosen = chosen is not None and chosen.instance == instance
         text = Text(" ")
@@ -362,7 +375,4 @@ def legend() -> Text:
         ("failed", "failed"),
         ("skipped", "skipped"),
     )
-    return Text("  ").join(
-        Text.assemble(("│" if k == "skipped" else "█", STYLES[k]), " " + label)
-        for label, k in marks
-    )
+    return Text("  ").join(Text.assemble((GLYPHS[k], STYLES[k]), " " + label) for label, k in marks)
