@@ -1,9 +1,10 @@
 """`lockconsole run` (for crontabs and systemd timers) and `lockconsole schedule`.
 
 Exit codes of `run`: 0 the job ran and succeeded; 3 skipped (another instance holds the
-lock, or the slot already ran); 4 the lock was lost while the job ran; 5 a database could
-not be reached; 2 usage or configuration error; any other non-zero code is the job's own
-(a job exiting with 2-5 is reported as 1; its real code is in the ledger and --json).
+lock, the slot already ran, or the job is paused); 4 the lock was lost while the job ran;
+5 a database could not be reached; 2 usage or configuration error; any other non-zero code
+is the job's own (a job exiting with 2-5 is reported as 1; its real code is in the ledger and
+--json).
 """
 
 from __future__ import annotations

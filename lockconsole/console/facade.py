@@ -20,9 +20,10 @@ from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
+from lockconsole.console.controls import JobControls
 from lockconsole.console.duplicates import Duplicates
 from lockconsole.model.errors import ConfigError, UsageError
-from lockconsole.model.jobs import Database, Job, Run
+from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
 from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
 
@@ -60,6 +61,7 @@ class Console:
             config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
+        self.controls = JobControls(config, self.connections, self.actor)
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -102,8 +104,14 @@ class Console:
             idle_threshold=self.settings.idle_threshold,
             orphaned_pids=orphaned,
         )
+        pauses = self.controls.pauses(jobs, now, errors)
         reports = slot_reports(
-            jobs, runs, now=now, lookback=self.settings.lookback, grace=self.settings.grace
+            jobs,
+            runs,
+            now=now,
+            lookback=self.settings.lookback,
+            grace=self.settings.grace,
+            pauses=pauses,
         )
         alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs))
         alert_list += self.connections.pooler_alerts()
@@ -116,7 +124,13 @@ class Console:
         snapshot = Snapshot(
             taken_at=now,
             jobs=tuple(
-                JobStatus(j, next_fire(j, now), holding.get(j.name), last_run.get(j.name))
+                JobStatus(
+                    j,
+                    next_fire(j, now),
+                    holding.get(j.name),
+                    last_run.get(j.name),
+                    pauses.get(j.name),
+                )
                 for j in jobs
             ),
             holders=tuple(holders_t),
@@ -259,6 +273,16 @@ class Console:
                 attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
             return attempt.run
         return run_target(attempt, target, handle_signals=False, output=output)
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance (audited); refused when read-only."""
+        self._refuse_if_read_only("pause")
+        return self.controls.pause(job_name, note, until)
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None; refused when read-only."""
+        self._refuse_if_read_only("resume")
+        return self.controls.resume(job_name)
 
     def close(self) -> None:
         self.connections.close()

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
-    from lockconsole.model.jobs import Run
+    from lockconsole.model.jobs import Pause, Run
     from lockconsole.model.views import Holder, Snapshot
 
 
@@ -51,6 +53,14 @@ class ConsoleFacade(Protocol):
         stop: Stop | None = None,
     ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance until resumed or `until` (audited)."""
+        ...
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None."""
         ...
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:

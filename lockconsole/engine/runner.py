@@ -15,13 +15,14 @@ from typing import Any
 
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import open_lock
+from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
 from lockconsole.engine.stopping import Stop
 from lockconsole.model.errors import DatabaseError, RunClosedError
-from lockconsole.model.jobs import Database, Job, Run, Trigger, evolve
+from lockconsole.model.jobs import Database, Job, Outcome, Run, Trigger, evolve
 from lockconsole.model.slots import manual_slot, slot_for, utcnow
 
 log = logging.getLogger("lockconsole.engine.runner")
@@ -49,7 +50,7 @@ def application_name(job: Job, instance: str) -> str:
 
 def exit_code_for(run: Run) -> int:
     """The documented exit code of `lockconsole run` for a finished attempt."""
-    if run.outcome == "skipped":
+    if run.outcome in ("skipped", "paused"):
         return EXIT_SKIPPED
     if run.outcome == "lock_lost":
         return EXIT_LOCK_LOST
@@ -112,6 +113,9 @@ def begin(
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
+        pause = pause_of(ledger, job.name, started)  # the control lookup (pauses)
+        if pause is not None:
+            return _skipped(job, ledger, base, pause.reason(), lock, sessions, key, "paused")
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
             stop.enter_holding()
@@ -206,15 +210,16 @@ def _skipped(
     lock: Lock,
     sessions: SessionRegistry | None,
     key: tuple[Any, ...],
+    outcome: Outcome = "skipped",
 ) -> Attempt:
-    """Record a skip; the lock (not held) and the ledger go back to `sessions` or are closed."""
+    """Record a skip (or a pause); the lock (not held) and the ledger go back or are closed."""
     try:
-        run = ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))
+        run = ledger.record(evolve(base, outcome=outcome, finished_at=utcnow(), message=reason))
     except BaseException:
         give_back(sessions, key, lock, ledger, keep=False)
         raise
     give_back(sessions, key, lock, ledger, keep=True)
-    log_attempt("skipped", run)
+    log_attempt(outcome, run)
     return Attempt(job, run, None, ledger)
 
 

@@ -48,7 +48,13 @@ def job_rows(snapshot: Snapshot, now: datetime) -> list[tuple[str, list[str | Te
 
 
 def _last(s: JobStatus, report: SlotReport | None, now: datetime) -> str | Text:
-    """The newest slot's outcome (who got the lock, how it ended) and when; else the last run."""
+    """The job's pause (who, how long, why); else the newest slot's outcome and when."""
+    if s.pause is not None:
+        p = s.pause
+        return Text(
+            shown(f"PAUSED by {p.paused_by} {age(p.paused_at, now)} ago: {p.note}"),
+            style="bold yellow",
+        )
     if report is not None:
         got = [i for i, outcome in report.outcomes if outcome != "skipped"]
         who = f" {','.join(got)}" if got and report.status != "double_run" else ""

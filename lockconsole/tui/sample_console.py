@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
-from lockconsole.model.jobs import Idempotency, Run
+from lockconsole.model.jobs import Idempotency, Pause, Run
 from lockconsole.model.views import Holder, Snapshot
 
 if TYPE_CHECKING:
@@ -93,6 +94,32 @@ class SampleConsole:
         return make_run(
             999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
         )
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        from lockconsole.console.facade import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("pause refused: the console is in --read-only mode")
+        pause = Pause(job_name, note, "ops@console", FROZEN_NOW, until)
+        with self._lock:
+            self._set_pause(job_name, pause)
+        return pause
+
+    def resume(self, job_name: str) -> Pause | None:
+        from lockconsole.console.facade import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("resume refused: the console is in --read-only mode")
+        with self._lock:
+            ended = next((s.pause for s in self._snapshot.jobs if s.job.name == job_name), None)
+            self._set_pause(job_name, None)
+        return ended
+
+    def _set_pause(self, job_name: str, pause: Pause | None) -> None:
+        jobs = tuple(
+            replace(s, pause=pause) if s.job.name == job_name else s for s in self._snapshot.jobs
+        )
+        self._snapshot = replace(self._snapshot, jobs=jobs)
 
     def duplicate_summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends.duplicates import DuplicateSummary

@@ -1,4 +1,4 @@
-"""The run ledger's table as SQLAlchemy Core, built from RUN_COLUMNS (imported only when built).
+"""The run ledger's tables as SQLAlchemy Core: runs (from RUN_COLUMNS) and controls (pauses).
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -11,6 +11,7 @@ from typing import Any
 from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
+CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
 
 
 @cache
@@ -68,6 +69,15 @@ def schema() -> tuple[Any, Any]:
         *columns,
         Index("ix_lockconsole_runs_job_slot", "job", "slot"),
         Index("ix_lockconsole_runs_started_at", "started_at"),
+    )
+    Table(
+        CONTROLS_TABLE,
+        metadata,
+        Column("job", String(128), primary_key=True),
+        Column("note", Text, nullable=False),
+        Column("paused_by", String(255), nullable=False),
+        Column("paused_at", UTCDateTime, nullable=False),
+        Column("paused_until", UTCDateTime),
     )
     return metadata, table
 

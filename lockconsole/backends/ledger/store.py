@@ -40,7 +40,7 @@ from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
 MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
-OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
+OUTCOMES = ("skipped", "paused", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
 COLUMNS = tuple(column.name for column in RUN_COLUMNS)
 _INSERT_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type != "id")
@@ -224,6 +224,19 @@ class Ledger:
             k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
         }
         return int(self._execute(query, values, lambda cur: cur.rowcount))
+
+    def fetch_one(self, query: str, params: dict[str, Any]) -> Any:
+        """The first row of one SELECT query file (its datetimes given aware), or None."""
+        values = {
+            k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
+        }
+        return self._execute(query, values, lambda cur: cur.fetchone())
+
+    def sql_engine(self) -> Any:
+        """The SQLAlchemy engine of the seeing path's reads and writes, its tables created."""
+        if not self._schema_checked:
+            self.create_schema()
+        return self._sa_engine()
 
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
         """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".

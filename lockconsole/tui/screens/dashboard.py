@@ -297,6 +297,17 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(ConfirmModal(f"Trigger {job}?", body), confirmed)
 
+    def action_pause_job(self) -> None:
+        if self._refused("pause"):
+            return
+        job = self._selected_job()
+        if job is None:
+            self.notify("Select a job first", severity="warning")
+            return
+        from lockconsole.tui.screens.pause import toggle_pause
+
+        toggle_pause(self.app, self.host, job)
+
     def action_release(self) -> None:
         if self._refused("force-release"):
             return

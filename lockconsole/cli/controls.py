@@ -1,0 +1,100 @@
+"""`lockconsole pause | resume`: steer the fleet's jobs through the ledger's control table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lockconsole.model.errors import UsageError
+from lockconsole.text.safe import shown
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.model.jobs import Pause
+
+COMMANDS = ("pause", "resume")
+UNTIL_HELP = "end the pause by itself: an ISO time with a zone, or a duration from now (2h, 30m)"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pause", help="pause a job on every instance: its attempts record 'paused'")
+    p.add_argument("job", help="the job's name in the config")
+    p.add_argument("--note", required=True, metavar="TEXT", help="why (shown to everyone)")
+    p.add_argument("--until", metavar="TIME", help=UNTIL_HELP)
+    p.add_argument("--json", action="store_true", help="print the pause as one JSON object")
+
+    r = sub.add_parser("resume", help="end a job's pause: its next attempts run again")
+    r.add_argument("job", help="the job's name in the config")
+    r.add_argument("--json", action="store_true", help="print the ended pause as JSON")
+
+
+def parse_until(text: str, now: datetime) -> datetime:
+    """--until: an ISO time with a zone, or a duration from `now`."""
+    from lockconsole.config.checks import parse_duration
+
+    try:
+        return now + parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--until: {text!r} is neither an ISO time (2026-12-01T09:00Z) nor a duration (2h)"
+        ) from None
+    if value.tzinfo is None:
+        raise UsageError(f"--until: {text!r} has no time zone (add Z or +00:00)")
+    return value.astimezone(UTC)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    from lockconsole.config.loader import load_config
+    from lockconsole.console.facade import Console
+
+    config = load_config(args.config)
+    config.job(args.job)  # an unknown job: one line, exit 2, before any connection
+    until = None
+    if getattr(args, "until", None) is not None:
+        from lockconsole.model.slots import utcnow
+
+        until = parse_until(args.until, utcnow())
+    with Console(config, read_only=args.read_only) as console:
+        if args.command == "pause":
+            return _pause(console, args, until)
+        return _resume(console, args)
+
+
+def pause_json(pause: Pause | None) -> dict[str, object] | None:
+    """A pause as JSON-ready values (ISO times)."""
+    if pause is None:
+        return None
+    return {
+        "job": pause.job,
+        "note": pause.note,
+        "paused_by": pause.paused_by,
+        "paused_at": pause.paused_at.isoformat(),
+        "until": None if pause.until is None else pause.until.isoformat(),
+    }
+
+
+def _pause(console: ConsoleFacade, args: argparse.Namespace, until: datetime | None) -> int:
+    pause = console.pause(args.job, args.note, until)
+    if args.json:
+        print(json.dumps({"paused": pause_json(pause)}))
+    else:
+        print(shown(f"{pause.job}: {pause.reason()}"))
+    return 0
+
+
+def _resume(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    ended = console.resume(args.job)
+    if args.json:
+        print(json.dumps({"resumed": pause_json(ended)}))
+    elif ended is None:
+        print(shown(f"{args.job} was not paused; nothing changed"), file=sys.stderr)
+    else:
+        print(shown(f"{args.job}: resumed (it was {ended.reason()})"))
+    return 0

@@ -1,0 +1,63 @@
+"""The dashboard's pause key: a modal asks for the note, the jobs pane shows who paused the job,
+since when and why; the same key on a paused job asks, then resumes it; read-only refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable, Input
+
+from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.sample import FROZEN_NOW
+from lockconsole.tui.sample_console import SampleConsole
+from lockconsole.tui.screens.confirm import ConfirmModal
+from lockconsole.tui.screens.pause import PauseModal
+
+from helpers import settle, sync, until
+
+
+def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
+    return LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600, **kwargs)
+
+
+def jobs_text(app: LockConsoleApp) -> str:
+    table = app.query_one("#jobs", DataTable)
+    return "\n".join(" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
+
+
+@sync
+async def test_pause_key_asks_a_note_shows_the_pause_and_resumes() -> None:
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        job = console.snapshot().jobs[0].job.name
+        app.query_one("#jobs", DataTable).focus()
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, PauseModal), what="the note modal")
+        await pilot.press("enter")  # an empty note is refused: the modal stays
+        await pilot.pause()
+        assert isinstance(app.screen, PauseModal)
+        app.screen.query_one("#note", Input).value = "incident 42"
+        await pilot.press("enter")
+        await until(pilot, lambda: "PAUSED by ops@console" in jobs_text(app), what="the pause")
+        assert "incident 42" in jobs_text(app)
+        assert next(s for s in console.snapshot().jobs if s.job.name == job).pause is not None
+
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal), what="resume question")
+        await pilot.press("y")
+        await until(pilot, lambda: "PAUSED" not in jobs_text(app), what="the resume")
+        assert all(s.pause is None for s in console.snapshot().jobs)
+
+
+@sync
+async def test_pause_key_is_refused_read_only() -> None:
+    console = SampleConsole(read_only=True)
+    app = app_for(console, read_only=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("P")
+        await pilot.pause()
+        assert not isinstance(app.screen, PauseModal)
+        assert all(s.pause is None for s in console.snapshot().jobs)
