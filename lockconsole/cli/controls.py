@@ -1,4 +1,5 @@
-"""`lockconsole pause | resume`: steer the fleet's jobs through the ledger's control table."""
+"""`lockconsole pause | resume | output`: steer the fleet's jobs through the ledger's control
+table, and read what a run left (its output tail, or its traceback)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.model.jobs import Pause
 
-COMMANDS = ("pause", "resume")
+COMMANDS = ("pause", "resume", "output")
 UNTIL_HELP = "end the pause by itself: an ISO time with a zone, or a duration from now (2h, 30m)"
 
 
@@ -29,6 +30,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("resume", help="end a job's pause: its next attempts run again")
     r.add_argument("job", help="the job's name in the config")
     r.add_argument("--json", action="store_true", help="print the ended pause as JSON")
+
+    o = sub.add_parser("output", help="print what a run left: its output tail, or its traceback")
+    o.add_argument("run_id", type=int, metavar="RUN_ID", help="the run's id (history shows it)")
+    o.add_argument("--json", action="store_true", help="print one JSON object (exact text)")
 
 
 def parse_until(text: str, now: datetime) -> datetime:
@@ -55,6 +60,9 @@ def dispatch(args: argparse.Namespace) -> int:
     from lockconsole.console.facade import Console
 
     config = load_config(args.config)
+    if args.command == "output":
+        with Console(config, read_only=args.read_only) as console:
+            return _output(console, args)
     config.job(args.job)  # an unknown job: one line, exit 2, before any connection
     until = None
     if getattr(args, "until", None) is not None:
@@ -97,4 +105,24 @@ def _resume(console: ConsoleFacade, args: argparse.Namespace) -> int:
         print(shown(f"{args.job} was not paused; nothing changed"), file=sys.stderr)
     else:
         print(shown(f"{args.job}: resumed (it was {ended.reason()})"))
+    return 0
+
+
+EXIT_NO_RUN = 1
+
+
+def _output(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    if not 0 < args.run_id < 2**63:
+        raise UsageError("output: RUN_ID must be a positive run id")
+    found = console.run_output(args.run_id)
+    if args.json:
+        print(json.dumps(None if found is None else found.__dict__))
+        return 0 if found is not None else EXIT_NO_RUN
+    if found is None:
+        print(f"lockconsole: no run {args.run_id} in the ledger", file=sys.stderr)
+        return EXIT_NO_RUN
+    head = f"run {found.run_id} of {found.job}: {found.outcome}"
+    print(shown(head if found.output else f"{head}, no output kept"), file=sys.stderr)
+    for line in (found.output or "").splitlines():
+        print(shown(line))
     return 0

@@ -115,7 +115,7 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             from lockconsole.cli import views as cli_views
 
             return cli_views.dispatch(args)
-        if args.command in ("pause", "resume"):
+        if args.command in ("pause", "resume", "output"):
             from lockconsole.cli import controls as cli_controls
 
             return cli_controls.dispatch(args)

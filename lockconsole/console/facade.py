@@ -29,6 +29,7 @@ from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.ledger.outputs import RunOutput
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.execute import Target
     from lockconsole.engine.stopping import Stop
@@ -273,6 +274,17 @@ class Console:
                 attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
             return attempt.run
         return run_target(attempt, target, handle_signals=False, output=output)
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output, from the first ledger that has run `run_id` (None: none has)."""
+        from lockconsole.backends.ledger.outputs import output_of
+
+        names = sorted({self.config.ledger_for(j).name for j in self.config.jobs.values()})
+        for name in names:
+            found = output_of(self.connections.ledger(name), run_id)
+            if found is not None:
+                return found
+        return None
 
     def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
         """Pause a job on every instance (audited); refused when read-only."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
+    from lockconsole.backends.ledger.outputs import RunOutput
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
     from lockconsole.model.jobs import Pause, Run
@@ -53,6 +54,10 @@ class ConsoleFacade(Protocol):
         stop: Stop | None = None,
     ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output tail (or traceback); None when no ledger has the run."""
         ...
 
     def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:

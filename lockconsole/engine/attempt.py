@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import Lock
+from lockconsole.backends.ledger.outputs import keep_output
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, retrying
 from lockconsole.engine.sessions import SessionRegistry, give_back
 from lockconsole.engine.stopping import Stop
 from lockconsole.engine.watchdog import WATCHDOGS, Watch
-from lockconsole.model.errors import DatabaseError, LockLostError, RunClosedError
+from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError, RunClosedError
 from lockconsole.model.jobs import Job, Run, evolve
 from lockconsole.model.slots import utcnow
 
@@ -83,6 +84,7 @@ class Attempt:
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
+    output: str | None = None  # the job's output tail (or traceback), kept with the outcome
 
     @property
     def lost(self) -> threading.Event:
@@ -186,6 +188,7 @@ class Attempt:
             faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
             self.run = self._record(outcome, exit_code, message)
             clean = self.run.outcome != "lock_lost"
+            self._keep_output()
         finally:
             try:
                 if self.lock.release() is False and clean:
@@ -200,6 +203,15 @@ class Attempt:
                 give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
+
+    def _keep_output(self) -> None:
+        """Keep the job's output tail with its run (a failure is logged: the outcome stands)."""
+        if not self.output or self.run.id is None:
+            return
+        try:
+            keep_output(self.ledger, self.run.id, self.output)
+        except (DatabaseError, LedgerDenied) as exc:
+            log.warning("could not keep the output of run %s: %s", self.run.id, exc)
 
     def _record(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
         """Write the outcome (retried while the database is away); lock_lost if it was closed."""

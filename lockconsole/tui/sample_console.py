@@ -14,6 +14,7 @@ from lockconsole.model.views import Holder, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.ledger.outputs import RunOutput
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.stopping import Stop
 
@@ -94,6 +95,15 @@ class SampleConsole:
         return make_run(
             999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
         )
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        from lockconsole.backends.ledger.outputs import RunOutput
+
+        run = next((r for r in self._snapshot.runs if r.id == run_id), None)
+        if run is None:
+            return None
+        text = "billing 120 tenants\ncharged 120, skipped 0 (already invoiced)\n"
+        return RunOutput(run_id, run.job, run.outcome, text)
 
     def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
         from lockconsole.console.facade import ReadOnlyError

@@ -1,4 +1,4 @@
-"""The run ledger's tables as SQLAlchemy Core: runs (from RUN_COLUMNS) and controls (pauses).
+"""The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output.
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -12,6 +12,7 @@ from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
 CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
+OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
 
 
 @cache
@@ -78,6 +79,19 @@ def schema() -> tuple[Any, Any]:
         Column("paused_by", String(255), nullable=False),
         Column("paused_at", UTCDateTime, nullable=False),
         Column("paused_until", UTCDateTime),
+    )
+    Table(
+        OUTPUT_TABLE,
+        metadata,
+        Column(
+            "run_id",
+            BigInteger().with_variant(Integer, "sqlite"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column(
+            "output", Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=False
+        ),
     )
     return metadata, table
 

@@ -227,10 +227,16 @@ class Ledger:
 
     def fetch_one(self, query: str, params: dict[str, Any]) -> Any:
         """The first row of one SELECT query file (its datetimes given aware), or None."""
-        values = {
+        return self._execute(query, self._values(params), lambda cur: cur.fetchone())
+
+    def insert(self, query: str, params: dict[str, Any]) -> None:
+        """Run one INSERT query file (its datetimes given aware)."""
+        self._execute(query, self._values(params), lambda cur: None)
+
+    def _values(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
             k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
         }
-        return self._execute(query, values, lambda cur: cur.fetchone())
 
     def sql_engine(self) -> Any:
         """The SQLAlchemy engine of the seeing path's reads and writes, its tables created."""
@@ -374,5 +380,11 @@ class Ledger:
 
 def _grant_hint(query: str) -> str:
     """What a role refused by `query` lacks, for the one line an operator reads."""
+    table = {
+        "select_control": "lockconsole_controls",
+        "insert_run_output": "lockconsole_run_output",
+    }
     verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
+    if query in table:
+        return f" (the ledger needs {verb} on {table[query]}: GRANT {verb} ON {table[query]} ...)"
     return f" (the ledger needs {verb} on {TABLE}: GRANT SELECT, INSERT, UPDATE ON {TABLE} ...)"

@@ -252,7 +252,7 @@ class DashboardScreen(Screen[None]):
         from lockconsole.tui.screens.run_detail import RunDetailScreen
 
         run, slot_runs = self._runs_of[key]
-        self.app.push_screen(RunDetailScreen(run, list(slot_runs)))
+        self.app.push_screen(RunDetailScreen(run, list(slot_runs), self.host.facade.run_output))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "history":

@@ -1,5 +1,6 @@
-"""The dashboard's pause key: a modal asks for the note, the jobs pane shows who paused the job,
-since when and why; the same key on a paused job asks, then resumes it; read-only refuses."""
+"""Steering from the dashboard: the pause key (a modal asks for the note, the jobs pane shows who
+paused the job, since when and why; the same key on a paused job asks, then resumes it;
+read-only refuses it), and the run detail showing the run's kept output."""
 
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ async def test_pause_key_is_refused_read_only() -> None:
         await pilot.pause()
         assert not isinstance(app.screen, PauseModal)
         assert all(s.pause is None for s in console.snapshot().jobs)
+
+
+@sync
+async def test_run_detail_shows_the_runs_kept_output() -> None:
+    from textual.widgets import Static
+
+    from lockconsole.tui.screens.run_detail import RunDetailScreen
+
+    app = app_for(SampleConsole())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        app.query_one("#history", DataTable).focus()
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, RunDetailScreen), what="run detail")
+
+        def output() -> str:
+            return str(app.screen.query_one("#output", Static).render())
+
+        await until(pilot, lambda: "charged 120" in output(), what="the output tail")
