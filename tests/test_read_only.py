@@ -27,6 +27,7 @@ MUTATING = [
     "release --pid {pid} --yes",
     "pause {job} --note incident",
     "resume {job}",
+    "request {job}",
     "demo --headless --for 1",
 ]
 VIEWING = [

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.model.jobs import Pause
 
-COMMANDS = ("pause", "resume", "output")
+COMMANDS = ("pause", "resume", "output", "request")
 UNTIL_HELP = "end the pause by itself: an ISO time with a zone, or a duration from now (2h, 30m)"
 
 
@@ -30,6 +30,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("resume", help="end a job's pause: its next attempts run again")
     r.add_argument("job", help="the job's name in the config")
     r.add_argument("--json", action="store_true", help="print the ended pause as JSON")
+
+    q = sub.add_parser(
+        "request",
+        help="ask the fleet to run a job now (or a slot again): one `schedule` instance runs it",
+        description="Queue a run request; the first `lockconsole schedule` instance serving the "
+        "job to take it runs it under the job's lock. Exit 0 succeeded, 3 skipped or paused, "
+        "1 failed, lock lost, expired or error.",
+    )
+    q.add_argument("job", help="the job's name in the config")
+    q.add_argument("--slot", metavar="TIME", help="rerun this slot (ISO time with a zone)")
+    q.add_argument("--instance", metavar="NAME", help="only this instance may take it")
+    q.add_argument("--force", action="store_true", help="rerun --slot even if it succeeded")
+    q.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        default="60s",
+        help="expire the request if no instance took it by then (default 60s)",
+    )
+    q.add_argument("--no-wait", action="store_true", help="print the request's id and return")
+    q.add_argument("--json", action="store_true", help="print the final request as JSON")
 
     o = sub.add_parser("output", help="print what a run left: its output tail, or its traceback")
     o.add_argument("run_id", type=int, metavar="RUN_ID", help="the run's id (history shows it)")
@@ -64,6 +84,9 @@ def dispatch(args: argparse.Namespace) -> int:
         with Console(config, read_only=args.read_only) as console:
             return _output(console, args)
     config.job(args.job)  # an unknown job: one line, exit 2, before any connection
+    if args.command == "request":
+        with Console(config, read_only=args.read_only) as console:
+            return _request(console, args)
     until = None
     if getattr(args, "until", None) is not None:
         from lockconsole.model.slots import utcnow
@@ -126,3 +149,55 @@ def _output(console: ConsoleFacade, args: argparse.Namespace) -> int:
     for line in (found.output or "").splitlines():
         print(shown(line))
     return 0
+
+
+EXIT_REQUEST = {"succeeded": 0, "skipped": 3, "paused": 3}  # anything else: 1
+REQUEST_POLL = 0.2  # seconds between looks at the request while waiting for it
+
+
+def _request(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    import time
+
+    from lockconsole.cli.run import check_instance, parse_slot
+    from lockconsole.config.checks import parse_duration
+
+    slot = parse_slot(args.slot) if args.slot else None
+    instance = None if args.instance is None else check_instance(args.instance, "")
+    try:
+        timeout = parse_duration(args.timeout)
+    except ValueError as exc:
+        raise UsageError(f"request: --timeout: {exc}") from None
+    if timeout.total_seconds() <= 0:
+        raise UsageError("request: --timeout must be positive")
+    request_id = console.request(
+        args.job, slot=slot, instance=instance, force=args.force, timeout=timeout
+    )
+    if args.no_wait:
+        print(json.dumps({"request": request_id}) if args.json else request_id)
+        return 0
+    seen: tuple[object, ...] | None = None
+    if not args.json:  # what the row says as it is written; then each change as it is seen
+        seen = ("queued", None, None)
+        print(shown(f"request {request_id}: queued for {args.job}"), flush=True)
+    while True:
+        found = console.request_state(args.job, request_id)
+        if found is None:
+            raise UsageError(f"request {request_id} vanished from the ledger")
+        shown_state = (found.state, found.served_by, found.run_id)
+        if shown_state != seen and not args.json:
+            seen = shown_state
+            where = f" on {found.served_by}" if found.served_by else ""
+            run = f" (run {found.run_id})" if found.run_id else ""
+            why = f": {found.reason}" if found.reason and found.final else ""
+            print(shown(f"request {request_id}: {found.state}{where}{run}{why}"), flush=True)
+        if found.final:
+            break
+        time.sleep(REQUEST_POLL)
+    if args.json:
+        from dataclasses import asdict
+
+        values = {
+            k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(found).items()
+        }
+        print(json.dumps(values))
+    return EXIT_REQUEST.get(found.state, 1)

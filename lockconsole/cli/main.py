@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
 RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the other commands
 # Commands that change a database (run a job, write the ledger, end a session, build a demo):
 # refused under --read-only before any configuration is read or any connection is opened.
-MUTATING_COMMANDS = ("run", "schedule", "release", "demo", "pause", "resume")
+MUTATING_COMMANDS = ("run", "schedule", "release", "demo", "pause", "resume", "request")
 READ_ONLY_HELP = (
     "refuse every mutation (run, schedule, release, pause, resume, demo, the console's actions)"
 )
@@ -115,7 +115,7 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             from lockconsole.cli import views as cli_views
 
             return cli_views.dispatch(args)
-        if args.command in ("pause", "resume", "output"):
+        if args.command in ("pause", "resume", "output", "request"):
             from lockconsole.cli import controls as cli_controls
 
             return cli_controls.dispatch(args)

@@ -44,7 +44,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
 
-    s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
+    s = sub.add_parser(
+        "schedule",
+        help="fire every job at its cron times, on this instance, and serve its run requests",
+    )
     s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
     s.add_argument("--job", action="append", metavar="NAME", help="only these jobs (repeatable)")
     s.add_argument(
@@ -112,7 +115,13 @@ def dispatch(args: argparse.Namespace) -> int:
     from lockconsole.engine.scheduler import Scheduler
 
     instance = check_instance(args.instance, default_instance(config.instance))
-    code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    from lockconsole.serving import RequestServer
+
+    server = RequestServer(config, jobs, instance=instance).start()  # `lockconsole request`
+    try:
+        code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    finally:
+        server.stop(wait=max((job.stop_grace for job in jobs), default=0.0) + 1.5)
     if getattr(args, "whole_process", False):
         _exit_now(code)
     return code

@@ -1,17 +1,22 @@
-"""Pause and resume jobs from the console: audited writes of the ledger's control table."""
+"""Steer the fleet from the console: pause and resume jobs (the ledger's control table), and
+ask the fleet to run a job now (a run request); all audited."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.ledger import requests
 from lockconsole.backends.ledger.pauses import MAX_NOTE, Controls
+from lockconsole.backends.ledger.requests import Request
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.model.errors import UsageError
 from lockconsole.model.jobs import Job, Pause
 from lockconsole.model.slots import utcnow
+
+DEFAULT_TIMEOUT = timedelta(minutes=1)  # a request no instance took by then expires
 
 
 class JobControls:
@@ -82,3 +87,53 @@ class JobControls:
         finally:
             audit.close()
         return ended
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta = DEFAULT_TIMEOUT,
+    ) -> int:
+        """Ask the fleet to run a job now (or a slot again); the request's id. Audited."""
+        job = self.config.job(job_name)
+        if force and slot is None:
+            raise UsageError("request: --force reruns a slot; give --slot TIME too")
+        now = utcnow()
+        if slot is not None and slot > now:
+            raise UsageError(f"request: --slot {slot.isoformat()} is in the future")
+        where = f" on {instance}" if instance else ""
+        what = f"{job.name}{where}" + (f" slot {slot.isoformat()}" if slot else "")
+        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)))
+        try:
+            entry = audit.begin(self.actor, "request_forced" if force else "request", what)
+            try:
+                request_id = requests.submit(
+                    self.connections.ledger(self.config.ledger_for(job).name),
+                    job.name,
+                    slot=slot,
+                    instance=instance,
+                    forced=force,
+                    requested_by=f"{self.actor.os_user}@{self.actor.host}",
+                    now=now,
+                    expires_at=now + timeout,
+                )
+            except Exception as exc:
+                audit.finish(entry, "error", str(exc))
+                raise
+            audit.finish(entry, "queued", f"request {request_id}")
+        finally:
+            audit.close()
+        return request_id
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A request as it is now; a queued one past its expiry is marked expired first."""
+        job = self.config.job(job_name)
+        ledger = self.connections.ledger(self.config.ledger_for(job).name)
+        found = requests.get(ledger, request_id)
+        if found is not None and found.state == "queued" and found.expires_at <= utcnow():
+            requests.expire(ledger, utcnow())
+            found = requests.get(ledger, request_id)
+        return found

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
-from lockconsole.console.controls import JobControls
+from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
 from lockconsole.model.errors import ConfigError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
@@ -30,6 +30,7 @@ from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.execute import Target
     from lockconsole.engine.stopping import Stop
@@ -295,6 +296,29 @@ class Console:
         """End a job's pause (audited); the pause that ended, or None; refused when read-only."""
         self._refuse_if_read_only("resume")
         return self.controls.resume(job_name)
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); refused when read-only."""
+        self._refuse_if_read_only("request")
+        return self.controls.request(
+            job_name,
+            slot=slot,
+            instance=instance,
+            force=force,
+            timeout=timeout or DEFAULT_TIMEOUT,
+        )
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now (queued, running on an instance, its outcome, expired)."""
+        return self.controls.request_state(job_name, request_id)
 
     def close(self) -> None:
         self.connections.close()

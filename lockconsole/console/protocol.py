@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
     from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
     from lockconsole.model.jobs import Pause, Run
@@ -54,6 +55,22 @@ class ConsoleFacade(Protocol):
         stop: Stop | None = None,
     ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); the request's id."""
+        ...
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now."""
         ...
 
     def run_output(self, run_id: int) -> RunOutput | None:

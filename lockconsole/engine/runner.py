@@ -70,8 +70,11 @@ def begin(
     trigger: Trigger = "scheduled",
     sessions: SessionRegistry | None = None,
     stop: Stop | None = None,
+    force: bool = False,
 ) -> Attempt:
     """Try the lock once and record the attempt; the Attempt says whether to run.
+
+    `force` runs a scheduled slot even if it already succeeded (once_per_slot is not asked).
 
     With `sessions`, the lock and ledger connections come from (and go back to) that registry,
     so repeated attempts in one process connect once; without, they are opened and closed here.
@@ -130,7 +133,7 @@ def begin(
             got = lock.acquire()
         if not got:
             return _skipped(job, ledger, base, SKIP_HELD, lock, sessions, key)
-        if job.once_per_slot and trigger == "scheduled":
+        if job.once_per_slot and trigger == "scheduled" and not force:
             claim = _slot_claim(ledger, job, slot, instance, started)
             if claim is not None:
                 lock.release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
@@ -15,6 +15,7 @@ from lockconsole.model.views import Holder, Snapshot
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.stopping import Stop
 
@@ -39,6 +40,8 @@ class SampleConsole:
         self._lock = threading.Lock()
         self.released: list[Holder] = []
         self.triggered: list[str] = []
+        self.requested: list[tuple[str, str | None]] = []
+        self._asked: dict[int, int] = {}
 
     def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         with self._lock:
@@ -94,6 +97,50 @@ class SampleConsole:
                 output(line)
         return make_run(
             999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
+        )
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        from lockconsole.console.facade import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("request refused: the console is in --read-only mode")
+        with self._lock:
+            self.requested.append((job_name, instance))
+            return len(self.requested)
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """The sample fleet moves a request on by one state each time it is asked."""
+        from lockconsole.backends.ledger.requests import Request
+
+        with self._lock:
+            if not 0 < request_id <= len(self.requested):
+                return None
+            asked = self._asked[request_id] = self._asked.get(request_id, 0) + 1
+        states = [("queued", None, None), ("running", "web-2", 999), ("succeeded", "web-2", 999)]
+        state, by, run_id = states[min(asked, 3) - 1]
+        at = FROZEN_NOW
+        return Request(
+            request_id,
+            job_name,
+            None,
+            None,
+            False,
+            state,
+            by,
+            run_id,
+            "ops@console",
+            at,
+            at,
+            at + timedelta(minutes=1),
+            None,
         )
 
     def run_output(self, run_id: int) -> RunOutput | None:

@@ -220,18 +220,23 @@ class Ledger:
 
     def update(self, query: str, params: dict[str, Any]) -> int:
         """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
-        values = {
-            k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
-        }
-        return int(self._execute(query, values, lambda cur: cur.rowcount))
+        return int(self._execute(query, self._values(params), lambda cur: cur.rowcount))
 
     def fetch_one(self, query: str, params: dict[str, Any]) -> Any:
         """The first row of one SELECT query file (its datetimes given aware), or None."""
         return self._execute(query, self._values(params), lambda cur: cur.fetchone())
 
-    def insert(self, query: str, params: dict[str, Any]) -> None:
-        """Run one INSERT query file (its datetimes given aware)."""
-        self._execute(query, self._values(params), lambda cur: None)
+    def fetch_all(self, query: str, params: dict[str, Any]) -> list[Any]:
+        """Every row of one SELECT query file (its datetimes given aware)."""
+        return list(self._execute(query, self._values(params), lambda cur: cur.fetchall()))
+
+    def insert(self, query: str, params: dict[str, Any]) -> Any:
+        """Run one INSERT query file (its datetimes given aware); the new row's id, if any."""
+
+        def new_id(cur: Any) -> Any:
+            return cur.fetchone()[0] if cur.description else cur.lastrowid
+
+        return self._execute(query, self._values(params), new_id)
 
     def _values(self, params: dict[str, Any]) -> dict[str, Any]:
         return {
