@@ -81,3 +81,32 @@ async def test_run_detail_shows_the_runs_kept_output() -> None:
             return str(app.screen.query_one("#output", Static).render())
 
         await until(pilot, lambda: "charged 120" in output(), what="the output tail")
+
+
+@sync
+async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> None:
+    from textual.widgets import RichLog
+
+    from lockconsole.tui.screens.fleet import TriggerModal
+
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        app.query_one("#jobs", DataTable).focus()
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
+        await pilot.press("enter")  # the default: on the fleet
+
+        def log() -> str:
+            return "\n".join(line.text for line in app.query_one("#log", RichLog).lines)
+
+        await until(pilot, lambda: "succeeded on web-2 (run 999)" in log(), what="the outcome")
+        lines = [line for line in log().splitlines() if line.startswith("request 1 ")]
+        assert [line.split(": ", 1)[1] for line in lines] == [
+            "queued",
+            "running on web-2 (run 999)",
+            "succeeded on web-2 (run 999)",
+        ]
+        assert console.requested == [(console.snapshot().jobs[0].job.name, None)]
+        assert console.triggered == []  # nothing ran here

@@ -234,7 +234,7 @@ class Ledger:
         """Run one INSERT query file (its datetimes given aware); the new row's id, if any."""
 
         def new_id(cur: Any) -> Any:
-            return cur.fetchone()[0] if cur.description else cur.lastrowid
+            return cur.fetchone()[0] if cur.description else getattr(cur, "lastrowid", None)
 
         return self._execute(query, self._values(params), new_id)
 

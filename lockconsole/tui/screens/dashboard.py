@@ -282,20 +282,18 @@ class DashboardScreen(Screen[None]):
         if any(w.group == "trigger" and w.is_running for w in self.app.workers):
             self.notify("A trigger is still running; wait for it", severity="warning")
             return
-        from lockconsole.tui.screens.confirm import ConfirmModal
+        from lockconsole.tui.screens.fleet import TriggerModal, request_on_fleet
 
         spec = self.host.facade.config.jobs.get(job)
         what = " ".join(spec.command) if spec is not None and spec.command else "its callable"
-        body = (
-            f"Run {job} here now under its lock ({what}). If another instance holds the "
-            f"lock, the run is skipped and nothing else happens."
-        )
 
-        def confirmed(yes: bool | None) -> None:
-            if yes:
+        def chosen(where: str | None) -> None:
+            if where == "fleet":
+                request_on_fleet(self.app, self.host, job)
+            elif where == "here":
                 self.host.start_trigger(job)
 
-        self.app.push_screen(ConfirmModal(f"Trigger {job}?", body), confirmed)
+        self.app.push_screen(TriggerModal(job, what), chosen)
 
     def action_pause_job(self) -> None:
         if self._refused("pause"):
