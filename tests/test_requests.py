@@ -143,3 +143,42 @@ def test_a_missed_slot_rerun_turns_ok_and_a_second_needs_force(
     assert marks.read_text() == "ran\nran\n"
     actions = [(a, r) for a, _, r in audit_rows(config, job)]
     assert actions == [("request", "queued"), ("request", "queued"), ("request_forced", "queued")]
+
+
+APP = """
+import sys, threading
+from lockconsole import serve_requests
+
+def nightly_billing():
+    print("billing from the app")
+
+server = serve_requests({sys.argv[1]: nightly_billing}, config=sys.argv[2], instance="app-1")
+print("serving", flush=True)
+sys.stdin.read()  # until the test closes stdin
+server.stop()
+"""
+
+
+def test_a_run_once_app_serves_requests_with_one_call(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+    job = f"in_app_{uid}"
+    config = fleet_config(write_config, pg_url, job, tmp_path / "marks", "0 2 * * *")
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP, job, str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    try:
+        assert app.stdout is not None and app.stdout.readline() == "serving\n"
+        done = cli(config, "request", job, "--json", env=cli_env)
+        assert done.returncode == 0, done.stderr
+        final = request_json(done)
+        assert final["served_by"] == "app-1" and final["state"] == "succeeded"
+    finally:
+        app.communicate("", timeout=60)
+    assert app.returncode == 0
+    runs = runs_of(config, job)
+    assert [(r.instance, r.outcome) for r in runs] == [("app-1", "succeeded")]
+    assert not (tmp_path / "marks").exists()  # the app's function ran, not the config's command
