@@ -40,7 +40,7 @@ def sync_table(table: DataTable, rows: Rows) -> int:
             old = table.get_row(key)
             for column, before, after in zip(columns, old, cells, strict=False):
                 if not _same(before, after):
-                    table.update_cell(key, column, after)
+                    table.update_cell(key, column, after, update_width=True)  # it may grow
                     changed += 1
         return changed
     cursor_key = None
