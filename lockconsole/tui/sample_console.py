@@ -41,6 +41,7 @@ class SampleConsole:
         self.released: list[Holder] = []
         self.triggered: list[str] = []
         self.requested: list[tuple[str, str | None]] = []
+        self.requested_slots: list[datetime | None] = []
         self._asked: dict[int, int] = {}
 
     def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
@@ -114,6 +115,7 @@ class SampleConsole:
             raise ReadOnlyError("request refused: the console is in --read-only mode")
         with self._lock:
             self.requested.append((job_name, instance))
+            self.requested_slots.append(slot)
             return len(self.requested)
 
     def request_state(self, job_name: str, request_id: int) -> Request | None:

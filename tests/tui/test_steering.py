@@ -13,6 +13,7 @@ from lockconsole.tui.sample import FROZEN_NOW
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.confirm import ConfirmModal
 from lockconsole.tui.screens.pause import PauseModal
+from lockconsole.tui.widgets.tables import selected_key
 
 from helpers import settle, sync, until
 
@@ -110,3 +111,27 @@ async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> 
         ]
         assert console.requested == [(console.snapshot().jobs[0].job.name, None)]
         assert console.triggered == []  # nothing ran here
+
+
+@sync
+async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> None:
+    from lockconsole.tui.screens.fleet import TriggerModal
+
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        history = app.query_one("#history", DataTable)
+        history.focus()
+        await pilot.pause()
+        run = app.dashboard._runs_of[selected_key(history)][0]
+        assert run.trigger == "scheduled"
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
+        assert app.screen.slot == run.slot
+        await pilot.press("h")  # a slot is rerun by the fleet only: "here" is not offered
+        await pilot.pause()
+        assert isinstance(app.screen, TriggerModal)
+        await pilot.press("enter")
+        await until(pilot, lambda: console.requested_slots == [run.slot], what="the request")
+        assert console.triggered == []

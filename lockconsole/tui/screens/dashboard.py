@@ -11,6 +11,7 @@ refused there even if invoked directly.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import ComposeResult
@@ -287,13 +288,25 @@ class DashboardScreen(Screen[None]):
         spec = self.host.facade.config.jobs.get(job)
         what = " ".join(spec.command) if spec is not None and spec.command else "its callable"
 
+        slot = self._selected_slot()  # from the history pane: rerun that slot on the fleet
+
         def chosen(where: str | None) -> None:
             if where == "fleet":
-                request_on_fleet(self.app, self.host, job)
+                request_on_fleet(self.app, self.host, job, slot)
             elif where == "here":
                 self.host.start_trigger(job)
 
-        self.app.push_screen(TriggerModal(job, what), chosen)
+        self.app.push_screen(TriggerModal(job, what, slot), chosen)
+
+    def _selected_slot(self) -> datetime | None:
+        """The scheduled slot of the history pane's selected run, when that pane has focus."""
+        if self.focused is None or self.focused.id != "history":
+            return None
+        key = selected_key(self.query_one("#history", DataTable))
+        if key not in self._runs_of:
+            return None
+        run = self._runs_of[key][0]
+        return run.slot if run.trigger == "scheduled" else None
 
     def action_pause_job(self) -> None:
         if self._refused("pause"):
