@@ -146,8 +146,10 @@ def connect_mysql(
     connect_timeout: float = CONNECT_TIMEOUT,
     read_timeout: float | None = None,
     write_timeout: float | None = None,
+    multi_statements: bool = False,
 ) -> MysqlConnection[Cursor]:
-    """A PyMySQL connection of its own, autocommit on."""
+    """A PyMySQL connection of its own, autocommit on (and, if asked, several statements
+    allowed per call)."""
     import pymysql
 
     query = dict(url.query)
@@ -167,6 +169,10 @@ def connect_mysql(
         kwargs["write_timeout"] = write_timeout
     if "unix_socket" in query:
         kwargs["unix_socket"] = query["unix_socket"]
+    if multi_statements:
+        from pymysql.constants import CLIENT
+
+        kwargs["client_flag"] = CLIENT.MULTI_STATEMENTS
     try:
         return pymysql.connect(**kwargs)
     except pymysql.MySQLError as exc:
