@@ -31,7 +31,9 @@ class Controls:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            with self.ledger.sql_engine().begin() as conn:
+            if not self.ledger._schema_checked:
+                self.ledger.create_schema()
+            with self.ledger._sa_engine().begin() as conn:
                 return work(conn)
         except SQLAlchemyError as exc:
             orig = getattr(exc, "orig", None) or exc

@@ -34,32 +34,19 @@ from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
 from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TABLE is public here)
+from lockconsole.backends.ledger.texts import MAX_MESSAGE, truncate  # noqa: F401  (public here)
+from lockconsole.backends.ledger.texts import grant_hint as _grant_hint
 from lockconsole.backends.ledger.times import from_db, to_db
-from lockconsole.config.urls import redact, scrub
+from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
-MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
 OUTCOMES = ("skipped", "paused", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
 COLUMNS = tuple(column.name for column in RUN_COLUMNS)
 _INSERT_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type != "id")
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
 _TIME_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
-
-
-def truncate(message: str | None) -> str | None:
-    """The message, passwords masked, cut to MAX_MESSAGE characters (keeping start and end)."""
-    if message is None:
-        return message
-    masked = redact(message)
-    if masked != message:
-        message = masked
-    if len(message) <= MAX_MESSAGE:
-        return message
-    head, tail = MAX_MESSAGE // 4, MAX_MESSAGE * 3 // 4
-    cut = len(message) - head - tail
-    return f"{message[:head]}\n… [{cut} characters truncated] …\n{message[-tail:]}"
 
 
 def _row_to_run(row: Any) -> Run:
@@ -267,12 +254,6 @@ class Ledger:
             k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
         }
 
-    def sql_engine(self) -> Any:
-        """The SQLAlchemy engine of the seeing path's reads and writes, its tables created."""
-        if not self._schema_checked:
-            self.create_schema()
-        return self._sa_engine()
-
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
         """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
 
@@ -391,7 +372,7 @@ class Ledger:
                 if kind == "missing" and create_error is not None:
                     raise create_error from None
                 if kind == "denied":
-                    raise LedgerDenied(self._describe(exc) + _grant_hint(name)) from None
+                    raise LedgerDenied(self._describe(exc) + _grant_hint(name, TABLE)) from None
                 raise DatabaseError(self._describe(exc)) from None
 
     def _drop_connection(self) -> None:
@@ -416,15 +397,3 @@ def finished(run: Run, params: dict[str, Any], outcome: str | None = None) -> Ru
         exit_code=params["exit_code"],
         message=params["message"],
     )
-
-
-def _grant_hint(query: str) -> str:
-    """What a role refused by `query` lacks, for the one line an operator reads."""
-    table = {
-        "select_control": "lockconsole_controls",
-        "insert_run_output": "lockconsole_run_output",
-    }
-    verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
-    if query in table:
-        return f" (the ledger needs {verb} on {table[query]}: GRANT {verb} ON {table[query]} ...)"
-    return f" (the ledger needs {verb} on {TABLE}: GRANT SELECT, INSERT, UPDATE ON {TABLE} ...)"
