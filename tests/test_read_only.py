@@ -25,6 +25,9 @@ MUTATING = [
     "schedule --for 1",
     "release --job {job} --yes",
     "release --pid {pid} --yes",
+    "pause {job} --note incident",
+    "resume {job}",
+    "request {job}",
     "demo --headless --for 1",
 ]
 VIEWING = [

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 # action id -> default key; lockconsole.tui.bindings.ACTIONS uses exactly these
 DEFAULT_KEYS: dict[str, str] = {
     "trigger": "t",
+    "pause_job": "P",
     "release": "x",
     "duplicates": "d",
     "describe": "i",

@@ -13,21 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.audit import Actor, AuditEntry, AuditLog, audited_trigger
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
+from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
-from lockconsole.model.jobs import Database, Job, Run
+from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
 from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.execute import Target
     from lockconsole.engine.stopping import Stop
@@ -60,6 +63,7 @@ class Console:
             config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
+        self.controls = JobControls(config, self.connections, self.actor)
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -106,8 +110,14 @@ class Console:
             idle_threshold=self.settings.idle_threshold,
             orphaned_pids=orphaned,
         )
+        pauses = self.controls.pauses(jobs, now, errors)
         reports = slot_reports(
-            jobs, runs, now=now, lookback=self.settings.lookback, grace=self.settings.grace
+            jobs,
+            runs,
+            now=now,
+            lookback=self.settings.lookback,
+            grace=self.settings.grace,
+            pauses=pauses,
         )
         # runs of jobs another configuration shares the ledger with: shown, never alerted here
         ours = [r for r in reports if r.job in self.config.jobs]
@@ -122,7 +132,13 @@ class Console:
         snapshot = Snapshot(
             taken_at=now,
             jobs=tuple(
-                JobStatus(j, next_fire(j, now), holding.get(j.name), last_run.get(j.name))
+                JobStatus(
+                    j,
+                    next_fire(j, now),
+                    holding.get(j.name),
+                    last_run.get(j.name),
+                    pauses.get(j.name),
+                )
                 for j in jobs
             ),
             holders=tuple(holders_t),
@@ -307,6 +323,50 @@ class Console:
         # audited in the job's ledger database, before anything is tried
         run: Run = audited_trigger(self.config.ledger_for(job), self.actor, job.name, name, act)
         return run
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output, from the first ledger that has run `run_id` (None: none has)."""
+        from lockconsole.backends.ledger.outputs import output_of
+
+        names = sorted({self.config.ledger_for(j).name for j in self.config.jobs.values()})
+        for name in names:
+            found = output_of(self.connections.ledger(name), run_id)
+            if found is not None:
+                return found
+        return None
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance (audited); refused when read-only."""
+        self._refuse_if_read_only("pause")
+        return self.controls.pause(job_name, note, until)
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None; refused when read-only."""
+        self._refuse_if_read_only("resume")
+        return self.controls.resume(job_name)
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); refused when read-only."""
+        self._refuse_if_read_only("request")
+        return self.controls.request(
+            job_name,
+            slot=slot,
+            instance=instance,
+            force=force,
+            timeout=timeout or DEFAULT_TIMEOUT,
+        )
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now (queued, running on an instance, its outcome, expired)."""
+        return self.controls.request_state(job_name, request_id)
 
     def close(self) -> None:
         self.connections.close()

@@ -10,14 +10,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
+    from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
-    from lockconsole.model.jobs import Run
+    from lockconsole.model.jobs import Pause, Run
     from lockconsole.model.views import Holder, Snapshot
 
 
@@ -60,6 +62,34 @@ class ConsoleFacade(Protocol):
         stop: Stop | None = None,
     ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); the request's id."""
+        ...
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now."""
+        ...
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output tail (or traceback); None when no ledger has the run."""
+        ...
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance until resumed or `until` (audited)."""
+        ...
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None."""
         ...
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:

@@ -5,7 +5,8 @@ attempts got the lock (more than one is a double run), how many skipped, and how
 A scheduled firing in the lookback window that is past its grace period with no attempt that
 got the lock is a missed slot, counted only from when the job first appears in the ledger
 (or from `first_seen`). Manual runs have their own slots: they are reported, but they never
-make a scheduled slot missed or double.
+make a scheduled slot missed or double. A slot every instance found paused (or a firing
+while its job is paused) is paused, not missed, and raises no alert.
 
     reports = slot_reports(jobs, runs, now=utcnow(), lookback=timedelta(days=1),
                            grace=timedelta(minutes=5))
@@ -20,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from lockconsole.model.jobs import Job, Run
+from lockconsole.model.jobs import Job, Pause, Run
 from lockconsole.model.views import Alert, Holder, SlotReport
 
 GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
@@ -80,8 +81,13 @@ def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotRep
         acquired=len(got),
         skipped=sum(r.outcome == "skipped" for r in runs),
         outcomes=tuple((r.instance, r.outcome) for r in runs),
-        status=_status(got) if got else "missed",  # type: ignore[arg-type]
+        status=_status(got) if got else _not_run(runs),  # type: ignore[arg-type]
     )
+
+
+def _not_run(runs: list[Run]) -> str:
+    """The status of a slot no attempt ran: paused if an instance found the job paused."""
+    return "paused" if any(r.outcome == "paused" for r in runs) else "missed"
 
 
 def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[datetime]:
@@ -108,8 +114,13 @@ def slot_reports(
     lookback: timedelta,
     grace: timedelta,
     first_seen: Mapping[str, datetime] | None = None,
+    pauses: Mapping[str, Pause] | None = None,
 ) -> list[SlotReport]:
-    """Every slot in the lookback window (plus slots still running), newest first."""
+    """Every slot in the lookback window (plus slots still running), newest first.
+
+    A firing no instance attempted while its job was paused (`pauses`: the pauses in force)
+    is reported paused, not missed.
+    """
     window_start = now - lookback
     groups: dict[tuple[str, datetime, bool], list[Run]] = defaultdict(list)
     earliest: dict[str, datetime] = {}
@@ -137,7 +148,10 @@ def slot_reports(
         start = max(start, window_start)
         for fire in firings(job, start, now - grace, MAX_MISSED_PER_JOB):
             if (job.name, fire) not in covered:
-                reports.append(SlotReport(job.name, fire, 0, 0, (), "missed"))
+                pause = (pauses or {}).get(job.name)
+                paused = pause is not None and pause.covers(fire)
+                status = "paused" if paused else "missed"
+                reports.append(SlotReport(job.name, fire, 0, 0, (), status))  # type: ignore[arg-type]
     reports.sort(key=lambda r: (r.slot, r.job), reverse=True)
     return reports
 

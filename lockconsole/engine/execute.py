@@ -6,6 +6,7 @@ import importlib
 import inspect
 import signal
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -46,7 +47,9 @@ def run_target(
 ) -> Run:
     """Run `target` while the attempt holds the lock; record and return the finished Run.
 
-    `output` receives a command's output line by line (default: it goes to our stdout).
+    `output` receives a command's output line by line (default: it goes to our stdout and
+    stderr). The tail of a command's output, or a callable's exception and traceback, is kept
+    in the run ledger with the outcome.
     """
     if not attempt.acquired:
         return attempt.run
@@ -80,6 +83,7 @@ def _run_command(
         command.start()
         code = command.wait() if command.proc is not None else None
     faultpoints.reach(faultpoints.BEFORE_RECORD)
+    attempt.output = command.tail.text()
     if command.start_error:
         return attempt.finish("failed", exit_code=127, message=command.start_error)
     if not command.job_started:
@@ -108,8 +112,10 @@ def _run_callable(attempt: Attempt, fn: Callable[..., Any], handle_signals: bool
             fn(attempt) if takes_attempt else fn()
         except JobInterrupted as exc:
             outcome, code, message = "failed", 130, str(exc)
+            attempt.output = traceback.format_exc()
         except Exception as exc:
             outcome, code, message = "failed", 1, f"{type(exc).__name__}: {exc}"
+            attempt.output = traceback.format_exc()
         finally:
             running[0] = False
     return attempt.finish(outcome, exit_code=code, message=message)

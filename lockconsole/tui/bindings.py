@@ -42,6 +42,15 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         mutates=True,
     ),
     ConsoleAction(
+        "pause_job",
+        "P",
+        "pause_job",
+        "Pause job",
+        "Pause the selected job on every instance (asks for a note), or resume it",
+        show=False,
+        mutates=True,
+    ),
+    ConsoleAction(
         "release",
         "x",
         "release",

@@ -111,6 +111,12 @@ def _last(
 ) -> str | Text:
     """The newest slot's outcome (who got the lock, how it ended), or the newest attempt when it
     is newer (a manual run, a skip); the age counts from the attempt's finish (else start)."""
+    if s.pause is not None:
+        p = s.pause
+        return Text(
+            shown(f"PAUSED by {p.paused_by} {age(p.paused_at, now)} ago: {p.note}"),
+            style="bold yellow",
+        )
     r = s.last_run
     if report is not None:
         runs = runs_of.get((report.job, report.slot), [])

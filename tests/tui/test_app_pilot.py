@@ -25,6 +25,7 @@ from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
+from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import settle, sync, unavailable
@@ -204,8 +205,8 @@ async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make
         select_job(app, job)
         await pilot.press("t")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmModal)
-        await pilot.press("y")
+        assert isinstance(app.screen, TriggerModal)
+        await pilot.press("h")  # here, in the console's process
         await settle(app, pilot)
         text = log_text(app)
         assert "hello-from-job" in text and "second-line" in text, text
@@ -232,7 +233,7 @@ async def test_trigger_while_another_session_holds_the_lock_says_who(
         async with app.run_test(size=SIZE) as pilot:
             await refresh_until(app, pilot, lambda: shown_holder(app, job, pid))
             select_job(app, job)
-            await pilot.press("t", "y")
+            await pilot.press("t", "h")
             await settle(app, pilot)
             text = log_text(app)
             assert f"trigger {job}: skipped" in text and str(pid) in text, text
@@ -266,7 +267,7 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
             app.dashboard.action_trigger()
             app.dashboard.action_release()
             await settle(app, pilot)
-            assert not isinstance(app.screen, ReleaseModal | ConfirmModal)
+            assert not isinstance(app.screen, ReleaseModal | ConfirmModal | TriggerModal)
             said = [n.message for n in app._notifications]
             assert any("force-release refused" in n and "--read-only" in n for n in said), said
             assert any("trigger refused" in n and "--read-only" in n for n in said), said

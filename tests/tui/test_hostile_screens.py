@@ -171,7 +171,7 @@ def test_screens_log_and_notifications(world: World) -> None:
         await pilot.press("t")
         await pilot.pause()
         assert_inert(app, "trigger modal")
-        await pilot.press("y")
+        await pilot.press("h")
         await settle(app, pilot)
         await pilot.pause(0.2)
         log = app.query_one("#log", RichLog)

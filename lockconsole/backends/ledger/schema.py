@@ -1,4 +1,4 @@
-"""The run ledger's table as SQLAlchemy Core, built from RUN_COLUMNS (imported only when built).
+"""The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output.
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -11,6 +11,9 @@ from typing import Any
 from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
+CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
+REQUESTS_TABLE = "lockconsole_requests"  # runs asked of the fleet, and how they went
+OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
 
 
 @cache
@@ -68,6 +71,46 @@ def schema() -> tuple[Any, Any]:
         *columns,
         Index("ix_lockconsole_runs_job_slot", "job", "slot"),
         Index("ix_lockconsole_runs_started_at", "started_at"),
+    )
+    Table(
+        CONTROLS_TABLE,
+        metadata,
+        Column("job", String(128), primary_key=True),
+        Column("note", Text, nullable=False),
+        Column("paused_by", String(255), nullable=False),
+        Column("paused_at", UTCDateTime, nullable=False),
+        Column("paused_until", UTCDateTime),
+    )
+    Table(
+        OUTPUT_TABLE,
+        metadata,
+        Column(
+            "run_id",
+            BigInteger().with_variant(Integer, "sqlite"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column(
+            "output", Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=False
+        ),
+    )
+    Table(
+        REQUESTS_TABLE,
+        metadata,
+        Column("id", big, primary_key=True, autoincrement=True),
+        Column("job", String(128), nullable=False),
+        Column("slot", UTCDateTime),  # None: a manual run in its own slot
+        Column("instance", String(255)),  # None: any instance serving the job
+        Column("forced", Integer, nullable=False),  # 1: run even if the slot already succeeded
+        Column("state", String(16), nullable=False),
+        Column("served_by", String(255)),
+        Column("run_id", BigInteger),
+        Column("requested_by", String(255), nullable=False),
+        Column("requested_at", UTCDateTime, nullable=False),
+        Column("updated_at", UTCDateTime, nullable=False),
+        Column("expires_at", UTCDateTime, nullable=False),
+        Column("reason", Text),
+        Index("ix_lockconsole_requests_state", "state"),
     )
     return metadata, table
 

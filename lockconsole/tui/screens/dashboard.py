@@ -359,6 +359,9 @@ class DashboardScreen(Screen[None]):
         if not self.refused("trigger"):
             self.selection.trigger()
 
+    def action_pause_job(self) -> None:
+        self.selection.pause_job()
+
     def action_release(self) -> None:
         if not self.refused("force-release"):
             self.selection.release()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from textual.notifications import SeverityLevel
 from textual.widget import Widget
@@ -144,7 +144,9 @@ class SelectionActions:
             self._warn("No run selected: the history is empty, or this slot had no attempt")
             return
         run, slot_runs = screen.runs_of[key]
-        screen.host.push_screen(RunDetailScreen(run, list(slot_runs), screen.host.zone))
+        screen.host.push_screen(RunDetailScreen(
+                run, list(slot_runs), screen.host.zone, screen.host.facade.run_output
+            ))
 
     # --- other screens -----------------------------------------------------------------
 
@@ -193,19 +195,42 @@ class SelectionActions:
         if spec is None or not (spec.command or spec.callable):
             self._warn(f"Nothing to trigger: {job} has no command or callable in the config")
             return
-        from lockconsole.tui.screens.confirm import ConfirmModal
+        from lockconsole.tui.screens.fleet import TriggerModal, request_on_fleet
 
         what = " ".join(spec.command) if spec.command else "its callable"
-        body = (
-            f"Run {job} here now under its lock ({what}). If another instance holds the "
-            f"lock, the run is skipped and nothing else happens."
-        )
+        slot = self.selected_slot()  # from the history pane: rerun that slot on the fleet
 
-        def confirmed(yes: bool | None) -> None:
-            if yes:
+        def chosen(where: str | None) -> None:
+            if where == "fleet":
+                request_on_fleet(cast(Any, host), cast(Any, host), job, slot)
+            elif where == "here":
                 host.start_trigger(job)
 
-        host.push_screen(ConfirmModal(f"Trigger {job}?", body), confirmed)
+        host.push_screen(TriggerModal(job, what, slot), chosen)
+
+    def selected_slot(self) -> datetime | None:
+        """The scheduled slot of the history pane's selected run, when that pane has focus."""
+        screen = self.dashboard
+        if screen.focused_pane() != "history":
+            return None
+        key = selected_key(screen.query_one("#history", PaneTable))
+        if key is None or key not in screen.runs_of:
+            return None
+        run = screen.runs_of[key][0]
+        return run.slot if run.trigger == "scheduled" else None
+
+    def pause_job(self) -> None:
+        """Pause the selected job on the whole fleet (a note is asked), or resume it."""
+        if self.dashboard.refused("pause"):
+            return
+        job = self.selected_job()
+        if job is None:
+            self._warn("Nothing to pause: select a job first")
+            return
+        from lockconsole.tui.screens.pause import toggle_pause
+
+        host = self.dashboard.host
+        toggle_pause(cast(Any, host), cast(Any, host), job)
 
     def release(self) -> None:
         holder = self.selected_holder()

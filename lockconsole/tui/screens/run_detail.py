@@ -1,11 +1,14 @@
 """One run of the ledger in full, with the other attempts of the same slot.
 
-RunDetailScreen(run, slot_runs)   a modal; Escape closes (q quits, as everywhere)
+RunDetailScreen(run, slot_runs, zone, output)   a modal; Escape closes (q quits, as everywhere);
+                                        `output` reads the run's kept output tail, shown below
 """
 
 from __future__ import annotations
 
-from datetime import tzinfo
+from collections.abc import Callable
+from datetime import UTC, tzinfo
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +22,10 @@ from lockconsole.config.urls import redact
 from lockconsole.model.jobs import Run
 from lockconsole.text import times
 from lockconsole.text.safe import clean, data_text, printable_lines, shown
+from lockconsole.tui.widgets.run_output import RunOutputView
+
+if TYPE_CHECKING:
+    from lockconsole.backends.ledger.outputs import RunOutput
 
 OUTCOME_STYLES = {
     "succeeded": "#4cb050",
@@ -104,11 +111,18 @@ class RunDetailScreen(ModalScreen[None]):
         Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
-    def __init__(self, run: Run, slot_runs: list[Run], zone: tzinfo | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        slot_runs: list[Run],
+        zone: tzinfo | None = None,
+        output: Callable[[int], RunOutput | None] | None = None,
+    ) -> None:
         super().__init__()
         self.run = run
         self.zone = zone
         self.slot_runs = list(slot_runs) or [run]
+        self.output = output  # reads the run's kept output (None: not shown)
 
     def compose(self) -> ComposeResult:
         run = self.run
@@ -126,6 +140,8 @@ class RunDetailScreen(ModalScreen[None]):
                     markup=False,
                 )
                 yield Static(slot_attempts(run, self.slot_runs, self.zone), id="attempts")
+                if self.output is not None and run.id is not None:
+                    yield RunOutputView(self.output, run.id)
         yield Footer()
 
     def on_mount(self) -> None:
