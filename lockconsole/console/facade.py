@@ -21,6 +21,7 @@ from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.console.duplicates import Duplicates
+from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, UsageError
 from lockconsole.model.jobs import Database, Job, Run
 from lockconsole.model.slots import next_fire, utcnow
@@ -33,10 +34,6 @@ if TYPE_CHECKING:
     from lockconsole.engine.stopping import Stop
 
 LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads
-
-
-class ReadOnlyError(UsageError):
-    """A mutation was asked for in --read-only mode; nothing was done."""
 
 
 class Console:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import App
@@ -38,6 +38,10 @@ from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.state import carry_over, failed_databases
 from lockconsole.tui.widgets.holder_rows import GroupBy, layout
 
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
+    from lockconsole.console.protocol import ConsoleFacade
+
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
 
@@ -51,7 +55,7 @@ class LockConsoleApp(App[int]):
 
     def __init__(
         self,
-        console: Any,
+        console: ConsoleFacade,
         *,
         read_only: bool = False,
         refresh: float | None = None,
@@ -340,8 +344,8 @@ def run_console(
     config_path: str | None = None,
     *,
     read_only: bool = False,
-    config: Any = None,
-    console: Any = None,
+    config: Config | None = None,
+    console: ConsoleFacade | None = None,
 ) -> int:
     """Open the dashboard on a terminal; returns the exit code."""
     if console is None:

@@ -64,7 +64,7 @@ class SampleConsole:
         ]
 
     def release(self, holder: Holder) -> ReleaseResult:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("force-release refused: the console is in --read-only mode")
@@ -82,7 +82,7 @@ class SampleConsole:
         instance: str | None = None,
         stop: Stop | None = None,
     ) -> Run:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("trigger refused: the console is in --read-only mode")
