@@ -18,8 +18,9 @@ from lockconsole.engine import faultpoints as fp
 
 from barrier import Barrier
 from conftest import PYTHON
+from helpers import wait_for
 from runner_helpers import lockconsole, runs_of
-from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder, wait_for
+from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder
 
 GRACE = 2.0
 BOUND = GRACE + 2.0  # the exit-time guarantee of `run` and `schedule`
