@@ -17,6 +17,7 @@ from .common import RESULTS, Row, ensure_databases, table, write_results
 
 FIGURES = (
     "lock_cycle",
+    "round_trips",
     "redis_cycle",
     "cold_start",
     "contention",

@@ -20,7 +20,7 @@ from pathlib import Path
 from .common import Row, interleave, main, median, pg_url, progress, raw_pg, timed, uid
 
 ROUNDS = int(os.environ.get("LOCKCONSOLE_BENCH_COLD_ROUNDS", 15))
-TARGET = 1.5
+TARGET = 1.2
 HEAVY = ("textual", "rich", "sqlalchemy")
 RAW = "import psycopg; psycopg.connect({url!r}).execute('select pg_try_advisory_lock(1)')"
 IN_PROCESS = """

@@ -78,3 +78,38 @@ class SwitchableProxy:
         self.closed.set()
         self.cut()
         self.listener.close()
+
+
+class CountingProxy(SwitchableProxy):
+    """A proxy that counts round trips: each burst a client sends after the server last spoke.
+
+    A pipeline (several statements sent before reading) is one burst, so one round trip.
+    """
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.turns = 0
+        self._counting = threading.Lock()
+        super().__init__(target)
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        client_spoke_last = False
+        try:
+            while not self.down.is_set():
+                ready, _, _ = select.select([a, b], [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    if s is a and not client_spoke_last:
+                        with self._counting:
+                            self.turns += 1
+                    client_spoke_last = s is a
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass

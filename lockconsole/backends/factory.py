@@ -1,9 +1,15 @@
-"""open_lock: the lock object for a job's strategy (each backend is imported on first use)."""
+"""open_lock: the lock object for a job's strategy (each backend is imported on first use);
+rounds_for: the merged statements of an attempt on that lock, where there are any."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lockconsole.backends import Lock
 from lockconsole.model.jobs import Database, Job
+
+if TYPE_CHECKING:
+    from lockconsole.backends.rounds import Rounds
 
 
 def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:
@@ -29,3 +35,25 @@ def open_lock(job: Job, database: Database, *, instance: str, application_name: 
 
         return RedisLock(job, database, owner=instance)
     raise ValueError(f"unknown strategy {job.strategy!r}")
+
+
+def rounds_for(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+    """The merged statements for this lock and ledger, or None where they do not apply."""
+    if lock.strategy in ("pg-session", "pg-xact"):
+        from lockconsole.backends.postgres.rounds import for_postgres
+
+        return for_postgres(lock, database, ledger_database)
+    same = database.url.raw == ledger_database.url.raw
+    if lock.strategy == "lease" and same and database.url.dialect == "postgresql":
+        # the lease strategy is built on SQLAlchemy: imported only for a lease job
+        from lockconsole.backends.lease.rounds import LeaseRounds
+        from lockconsole.backends.postgres.rounds import pipelines
+
+        return LeaseRounds(lock) if pipelines() else None  # type: ignore[arg-type]
+    if lock.strategy == "mysql" and same:
+        from lockconsole.backends.mysql.lock import MysqlLock
+        from lockconsole.backends.mysql.rounds import MysqlRounds
+
+        if type(lock) is MysqlLock and lock.multi_statements:
+            return MysqlRounds(lock)
+    return None

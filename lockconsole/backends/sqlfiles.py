@@ -11,6 +11,8 @@ from lockconsole.model.jobs import RUN_COLUMNS
 QUERIES = Path(__file__).parent / "queries"
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
 _RESERVED = frozenset({"trigger"})  # column names that must be quoted in SQL
+# columns a statement decides itself (decide_run: from its CTE `decided`), not given as parameters
+DECIDED = ("outcome", "finished_at", "message", "session_id", "fencing_token")
 
 
 def _quoted(name: str, dialect: str | None) -> str:
@@ -27,6 +29,9 @@ def run_column_lists(dialect: str | None) -> dict[str, str]:
         "{run_columns}": ", ".join(_quoted(name, dialect) for name in names),
         "{run_insert_columns}": ", ".join(_quoted(name, dialect) for name in inserted),
         "{run_insert_values}": ", ".join(f"%({name})s" for name in inserted),
+        "{run_insert_decided}": ", ".join(
+            f"decided.{name}" if name in DECIDED else f"%({name})s" for name in inserted
+        ),
     }
 
 
@@ -35,8 +40,8 @@ def load(name: str, dialect: str | None = None) -> str:
     """The text of `name.sql`, preferring `name_<dialect>.sql` when it exists.
 
     Queries are written with %(param)s placeholders (psycopg, PyMySQL); for SQLite they are
-    rewritten to :param. `{run_columns}`, `{run_insert_columns}` and `{run_insert_values}` are
-    the run ledger's column lists (see `run_column_lists`).
+    rewritten to :param. `{run_columns}`, `{run_insert_columns}`, `{run_insert_values}` and
+    `{run_insert_decided}` are the run ledger's column lists (see `run_column_lists`).
     """
     candidates = [f"{name}_{dialect}.sql"] if dialect else []
     candidates.append(f"{name}.sql")

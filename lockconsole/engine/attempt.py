@@ -15,6 +15,8 @@ from typing import Any
 
 from lockconsole.backends import Lock
 from lockconsole.backends.ledger.store import Ledger
+from lockconsole.backends.ledger.store import finished as finished_run
+from lockconsole.backends.rounds import LOST, Finished, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, retrying
 from lockconsole.engine.sessions import SessionRegistry, give_back
@@ -83,6 +85,7 @@ class Attempt:
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
+    rounds: Rounds | None = None  # check, record and release in one statement (PostgreSQL)
 
     @property
     def lost(self) -> threading.Event:
@@ -179,27 +182,56 @@ class Attempt:
         try:
             self._hold_min(outcome)
             faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
-            if not self._was_lost() and not lock_still_held(self.lock):
-                self._lock_gone(callbacks=False)
-            if self._was_lost():
-                outcome, message = "lock_lost", message or "lock or its connection went away"
-            faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
-            self.run = self._record(outcome, exit_code, message)
-            clean = self.run.outcome != "lock_lost"
+            finished = None
+            if self.rounds is not None and not self._was_lost():
+                faultpoints.reach("finish_before_record")  # one statement checks and records
+                finished = self.rounds.finish(
+                    self.ledger, self.run, outcome, exit_code=exit_code, message=message
+                )
+            if finished is not None:
+                clean = self._take_in(finished, outcome, exit_code, message)
+            else:
+                if not self._was_lost() and not lock_still_held(self.lock):
+                    self._lock_gone(callbacks=False)
+                if self._was_lost():
+                    outcome, message = "lock_lost", message or LOST
+                faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
+                self.run = self._record(outcome, exit_code, message)
+                clean = self.run.outcome != "lock_lost"
         finally:
-            try:
-                if self.lock.release() is False and clean:
-                    log.warning(
-                        "the lock of %s was gone at release (after the outcome was written)",
-                        self.job.name,
-                    )
-            except Exception as exc:
-                clean = False
-                log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
-            finally:
-                give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=clean)
+            self._release(clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
+
+    def _take_in(
+        self, finished: Finished, outcome: str, exit_code: int | None, message: str | None
+    ) -> bool:
+        """What the one-statement finish did, taken in; True if the attempt ended cleanly."""
+        if not finished.held:
+            self._lock_gone(callbacks=False)
+            outcome, message = "lock_lost", message or LOST
+        if finished.outcome is None:  # closed meanwhile by an instance that took the lock
+            self.run = self._closed_by_other(exit_code)
+            return False
+        params = self.ledger.finish_params(self.run, outcome, exit_code=exit_code, message=message)
+        self.run = finished_run(self.run, params, finished.outcome)
+        return finished.held and finished.released
+
+    def _release(self, clean: bool) -> None:
+        """Release the lock unless the finish did, then give the connections back or close them."""
+        lock = self.lock
+        assert lock is not None
+        try:
+            if lock.release() is False and clean:
+                log.warning(
+                    "the lock of %s was gone at release (after the outcome was written)",
+                    self.job.name,
+                )
+        except Exception as exc:
+            clean = False
+            log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
+        finally:
+            give_back(self.sessions, self.session_key, lock, self.ledger, keep=clean)
 
     def _record(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
         """Write the outcome (retried while the database is away); lock_lost if it was closed."""
@@ -216,25 +248,29 @@ class Attempt:
                 log.warning("recording the outcome of %s on the lock's connection", self.job.name)
                 return write()
         except RunClosedError:
-            self.lost.set()
-            end = utcnow()
-            try:
-                self.ledger.update(
-                    "extend_lost_run",
-                    {
-                        "id": self.run.id,
-                        "instance": self.run.instance,
-                        "pid": self.run.pid,
-                        "finished_at": end,
-                        "exit_code": exit_code,
-                    },
-                )
-            except DatabaseError as exc:
-                log.warning("could not add the real end of run %s: %s", self.run.id, exc)
-            note = "another instance took the lock and closed this attempt as lock_lost"
-            return evolve(
-                self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code, message=note
+            return self._closed_by_other(exit_code)
+
+    def _closed_by_other(self, exit_code: int | None) -> Run:
+        """Another instance closed this attempt as abandoned: lock_lost, adding its real end."""
+        self.lost.set()
+        end = utcnow()
+        try:
+            self.ledger.update(
+                "extend_lost_run",
+                {
+                    "id": self.run.id,
+                    "instance": self.run.instance,
+                    "pid": self.run.pid,
+                    "finished_at": end,
+                    "exit_code": exit_code,
+                },
             )
+        except DatabaseError as exc:
+            log.warning("could not add the real end of run %s: %s", self.run.id, exc)
+        note = "another instance took the lock and closed this attempt as lock_lost"
+        return evolve(
+            self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code, message=note
+        )
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""

@@ -11,11 +11,11 @@ import os
 import socket
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Any
 
 from lockconsole.backends import Lock
-from lockconsole.backends.factory import open_lock
+from lockconsole.backends.factory import open_lock, rounds_for
 from lockconsole.backends.ledger.store import Ledger
+from lockconsole.backends.rounds import SKIP_HELD, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
@@ -33,7 +33,6 @@ EXIT_SKIPPED = 3
 EXIT_LOCK_LOST = 4
 EXIT_DATABASE = 5
 RESERVED_EXIT_CODES = frozenset({EXIT_USAGE, EXIT_SKIPPED, EXIT_LOCK_LOST, EXIT_DATABASE})
-SKIP_HELD = "lock held by another session"
 _HOST = socket.gethostname()
 
 
@@ -115,42 +114,68 @@ def begin(
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
             stop.enter_holding()
+        claims = job.once_per_slot and trigger == "scheduled"
         try:
-            got = lock.acquire()
+            run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
         except DatabaseError:
             if session is None:
                 raise
             # a kept connection that died while idle (a server restart, an idle timeout)
             Session(key, lock, ledger).close()
             ledger, lock = Ledger(ledger_database), _open(job, database, instance)
-            got = lock.acquire()
-        if not got:
-            return _skipped(job, ledger, base, SKIP_HELD, lock, sessions, key)
-        if job.once_per_slot and trigger == "scheduled":
-            claim = _slot_claim(ledger, job, slot, instance, started)
-            if claim is not None:
-                lock.release()
-                reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
-                return _skipped(job, ledger, base, reason, lock, sessions, key)
-        run = ledger.record(
-            evolve(
-                base,
-                outcome="acquired",
-                session_id=lock.session_id,
-                fencing_token=lock.fencing_token,
-            )
-        )
+            run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
     except BaseException:
         _close_quietly(lock)
         ledger.close()
         raise
-    attempt = Attempt(job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key)
+    if run.outcome == "skipped":
+        give_back(sessions, key, lock, ledger, keep=True)
+        log_attempt("skipped", run)
+        return Attempt(job, run, None, ledger)
+    attempt = Attempt(
+        job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key, rounds=rounds
+    )
     log_attempt("acquired", run)
     attempt.start_watchdog()
     faultpoints.reach(faultpoints.AFTER_ACQUIRE)
     if stop is not None and stop.is_set():
         attempt.finish("failed", message=f"{stop.reason}: before the job started")
     return attempt
+
+
+def _decide(
+    job: Job,
+    lock: Lock,
+    ledger: Ledger,
+    base: Run,
+    database: Database,
+    ledger_database: Database,
+    *,
+    claims: bool,
+) -> tuple[Run, Rounds | None]:
+    """Try the lock, check the slot's claim under it, record the attempt: the recorded Run.
+
+    Where the merged statements apply (backends/postgres/rounds.py) this is one round trip;
+    whatever they leave undecided goes on here one statement at a time, from where they left
+    the lock (held or not).
+    """
+    rounds = rounds_for(lock, database, ledger_database)
+    if rounds is not None:
+        decided = rounds.decide(ledger, base, claims=claims)
+        if decided is not None:
+            return decided, rounds
+    if not (getattr(lock, "held", False) or lock.acquire()):
+        return _record_skip(ledger, base, SKIP_HELD), rounds
+    if claims:
+        claim = _slot_claim(ledger, job, base.slot, base.instance, base.started_at)
+        if claim is not None:
+            lock.release()
+            reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
+            return _record_skip(ledger, base, reason), rounds
+    acquired = evolve(
+        base, outcome="acquired", session_id=lock.session_id, fencing_token=lock.fencing_token
+    )
+    return ledger.record(acquired), rounds
 
 
 def _open(job: Job, database: Database, instance: str) -> Lock:
@@ -198,24 +223,8 @@ def _share_connection(
         ledger.borrow(lock.conn)  # type: ignore[attr-defined]
 
 
-def _skipped(
-    job: Job,
-    ledger: Ledger,
-    base: Run,
-    reason: str,
-    lock: Lock,
-    sessions: SessionRegistry | None,
-    key: tuple[Any, ...],
-) -> Attempt:
-    """Record a skip; the lock (not held) and the ledger go back to `sessions` or are closed."""
-    try:
-        run = ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))
-    except BaseException:
-        give_back(sessions, key, lock, ledger, keep=False)
-        raise
-    give_back(sessions, key, lock, ledger, keep=True)
-    log_attempt("skipped", run)
-    return Attempt(job, run, None, ledger)
+def _record_skip(ledger: Ledger, base: Run, reason: str) -> Run:
+    return ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))
 
 
 def _close_quietly(lock: Lock) -> None:

@@ -1,10 +1,10 @@
 """Lock sessions kept between attempts in one process (`run_once`, `lockconsole schedule`).
 
-An attempt needs a lock connection and a ledger connection. Opening both per attempt costs
-two connects, more than the attempt's own five statements; a process that makes many attempts
-keeps them here instead, keyed by everything that decides the lock (job, strategy, key,
-databases, instance). Entries are taken, not shared: one attempt uses a session at a time,
-then gives it back.
+An attempt needs a lock connection and a ledger connection (whose own connection stays
+unopened where the attempt's statements merge onto the lock's). Opening them per attempt costs
+more than the attempt's own two to six round trips; a process that makes many attempts keeps
+them here instead, keyed by everything that decides the lock (job, strategy, key, databases,
+instance). Entries are taken, not shared: one attempt uses a session at a time, then gives it back.
 
 A session goes back only when its lock was released cleanly and both connections are healthy and
 idle: never while it holds a lock (a pooled session lock would be "re-acquired" by the next user: a

@@ -193,11 +193,12 @@ class LeaseLock(LockBase):
             stmts["release"] = update(t).where(*mine).values(lock_until=until)
         else:
             hold_until = plus(t.c.locked_at, self.job.min_hold, dialect)
-            stmts["release"] = (
-                update(t)
-                .where(*mine)
-                .values(lock_until=case((hold_until > now, hold_until), else_=now))
-            )
+            given_back = case((hold_until > now, hold_until), else_=now)
+            stmts["release"] = update(t).where(*mine).values(lock_until=given_back)
+            # the merged finish (rounds.py): released only while still ours and unexpired
+            stmts["release_held"] = (
+                update(t).where(*mine, t.c.lock_until > now).values(lock_until=given_back)
+            ).returning(t.c.name)
         sa_dialect = self._engine.dialect
         return {name: _Compiled(stmt, sa_dialect) for name, stmt in stmts.items()}
 

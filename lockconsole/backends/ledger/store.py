@@ -159,15 +159,31 @@ class Ledger:
             # before a job may run: can this role close the attempt it is about to open?
             self._execute("probe_finish_run", {}, lambda cur: None)
             self._can_finish = True
-        fields = run.__dict__
-        params = {name: fields[name] for name in _INSERT_COLUMNS}
-        for name in _TIME_COLUMNS:
-            params[name] = to_db(params[name], self.dialect)
+        params = self.insert_params(run)
         if self.dialect == "postgresql":
             new_id = self._execute("insert_run", params, self._returned_id)
         else:
             new_id = self._execute("insert_run", params, lambda cur: cur.lastrowid)
         return evolve(run, id=int(new_id))
+
+    def insert_params(self, run: Run) -> dict[str, Any]:
+        """The INSERT's parameters for `run`: its columns, times in this dialect's form."""
+        fields = run.__dict__
+        params = {name: fields[name] for name in _INSERT_COLUMNS}
+        for name in _TIME_COLUMNS:
+            params[name] = to_db(params[name], self.dialect)
+        return params
+
+    def decide(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        """PostgreSQL: run decide_run (see backends/postgres/rounds.py); its one row."""
+        return tuple(self._execute("decide_run", params, self._decided))
+
+    def _decided(self, cur: Any) -> tuple[Any, ...]:
+        row = cur.fetchone()
+        if not self._ports_seen:
+            self._ports_seen = True
+            prepare_if_direct(cur.connection, row[-2], row[-1])
+        return tuple(row)
 
     def _returned_id(self, cur: Any) -> int:
         """The new row's id; its ports let a direct connection prepare its statements."""
@@ -191,32 +207,40 @@ class Ledger:
         Returns the updated Run; raises RunClosedError when the row was no longer open (another
         instance closed it as abandoned), which this write then leaves as it was.
         """
+        params = self.finish_params(
+            run, outcome, exit_code=exit_code, message=message, finished_at=finished_at
+        )
+        if self._execute("finish_run", params, lambda cur: cur.rowcount) != 1:
+            raise RunClosedError(
+                f"run {run.id} of {run.job} was already closed by another instance"
+            )
+        return finished(run, params)
+
+    def finish_params(
+        self,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None = None,
+        message: str | None = None,
+        finished_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """finish_run's parameters (the message masked and cut; `finished_at` kept aware)."""
         if run.id is None:
             raise ValueError("this Run was never recorded (it has no id)")
         if outcome not in FINAL_OUTCOMES:
             raise ValueError(f"a run finishes as one of {FINAL_OUTCOMES}, not {outcome!r}")
         finished_at = finished_at or datetime.now(UTC)
-        message = truncate(message)
-        params = {
+        return {
             "id": run.id,
             "outcome": outcome,
             "finished_at": to_db(finished_at, self.dialect),
             "exit_code": exit_code,
-            "message": message,
+            "message": truncate(message),
             "instance": run.instance,
             "pid": run.pid,
+            "finished": finished_at,
         }
-        if self._execute("finish_run", params, lambda cur: cur.rowcount) != 1:
-            raise RunClosedError(
-                f"run {run.id} of {run.job} was already closed by another instance"
-            )
-        return evolve(
-            run,
-            outcome=outcome,
-            finished_at=finished_at,
-            exit_code=exit_code,
-            message=message,
-        )
 
     def update(self, query: str, params: dict[str, Any]) -> int:
         """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
@@ -357,6 +381,17 @@ class Ledger:
 
     def _describe(self, exc: BaseException) -> str:
         return f"run ledger on {self.url.masked}: {scrub(first_line(exc), self.url)}"
+
+
+def finished(run: Run, params: dict[str, Any], outcome: str | None = None) -> Run:
+    """`run` closed as finish_params described it (as `outcome`, when the statement chose)."""
+    return evolve(
+        run,
+        outcome=outcome or params["outcome"],
+        finished_at=params["finished"],
+        exit_code=params["exit_code"],
+        message=params["message"],
+    )
 
 
 def _grant_hint(query: str) -> str:

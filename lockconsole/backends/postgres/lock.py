@@ -152,10 +152,15 @@ class PgSessionLock(_PgLock):
             if mode != "session":
                 raise PoolerRefused(self._refusal(mode, evidence))
             got, _ = self._try(any_port=True)
-        elif allow and server_port is not None and server_port != self._dsn_port():
-            log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
+        else:
+            self._warn_if_proxied(server_port)
         self.held = bool(got)
         return self.held
+
+    def _warn_if_proxied(self, server_port: int | None) -> None:
+        """allow_pooler let a try through a proxy: say so in the log."""
+        if self.job.allow_pooler and server_port is not None and server_port != self._dsn_port():
+            log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
 
     def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
         """(got, server port); got is None when the pooler guard stopped the statement.
@@ -231,10 +236,18 @@ class PgXactLock(_PgLock):
 
     def acquire(self) -> bool:
         """BEGIN and the try-lock in one round trip; on False the transaction ends at once."""
-        import psycopg
-
         if self.held:
             return True
+        if not self.try_open():
+            self._end(commit=False)
+            return False
+        self.held = True
+        return True
+
+    def try_open(self) -> bool:
+        """BEGIN and the try-lock in one round trip, leaving the transaction open either way."""
+        import psycopg
+
         try:
             if _PIPELINE[0] is None:
                 _PIPELINE[0] = psycopg.Pipeline.is_supported()
@@ -254,11 +267,7 @@ class PgXactLock(_PgLock):
             raise self._error("pg_try_advisory_xact_lock", exc) from None
         self.session_id = int(row[1])
         self._note_ports(row[2], row[3])
-        if not row[0]:
-            self._end(commit=False)
-            return False
-        self.held = True
-        return True
+        return bool(row[0])
 
     def release(self, *, commit: bool = True) -> bool | None:
         """End the job's transaction (COMMIT, or ROLLBACK), which frees the lock: True if the

@@ -1,0 +1,318 @@
+"""The run path in two round trips on PostgreSQL: decide and record in one, finish and release in
+one.
+
+pg-session with the ledger in the lock's own database (`Rounds` on the lock's connection):
+
+- **decide and record**: one pipeline of two statements, one round trip. The first tries the lock
+  (behind the pooler guard on a new connection) and leaves its answer in the transaction-local
+  setting `lockconsole.got`; the second (`decide_run`) reads it, checks the slot's claim and
+  inserts the attempt as "acquired" or "skipped", letting the lock go again when the slot already
+  succeeded. They are two statements, not one, because a statement reads the ledger as of its
+  own start: a single statement would look for the slot's claim with a snapshot taken before its
+  try-lock, and could miss a run that committed and let the lock go in between. The pipeline
+  ends in one Sync, so both run in one implicit transaction (the skip or the "acquired" row
+  commits with it, before the job starts); the session lock does not depend on that commit.
+- **finish and release**: one statement (`finish_release_run`): the pg_locks check, the outcome
+  UPDATE (conditional on the row still being "acquired" by this instance and process, and
+  "lock_lost" when the check failed), then the session lock handed to a transaction-level hold of
+  the same key and unlocked. The key stays held until the statement's transaction commits, so the
+  outcome is written while the lock is held and whoever takes the key next sees it.
+
+Anything unusual (the pooler guard stopped the try, an earlier attempt of the slot is still
+"acquired", a missing table or privilege, an error) makes `decide` return None with `lock.held`
+telling the truth, and `finish` return None with the lock untouched: the runner then goes on one
+statement at a time, as it did before these were merged.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from lockconsole.backends import sqlfiles
+from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, recorded
+from lockconsole.model.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from lockconsole.backends import Lock
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Database, Run
+
+log = logging.getLogger("lockconsole.engine.runner")
+_PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
+
+
+_NO_KEY = {"key": None, "key1": None, "key2": None}
+
+
+@cache
+def _tried(suffix: str, guarded: bool) -> str:
+    """The try-lock (guarded on a new connection), its answer kept in lockconsole.got."""
+    if guarded:
+        return (
+            "WITH t(got, pid, server_port, client_port) AS MATERIALIZED ("
+            + sqlfiles.load("try_advisory_lock" + suffix)
+            + ") SELECT set_config('lockconsole.got', COALESCE(t.got::text, 'guard'), true),"
+            " t.got, t.pid, t.server_port, t.client_port FROM t"
+        )
+    return (
+        "WITH t(got, pid) AS MATERIALIZED ("
+        + sqlfiles.load("try_advisory_lock_plain" + suffix)
+        + ") SELECT set_config('lockconsole.got', t.got::text, true), t.got, t.pid,"
+        " NULL::integer, NULL::integer FROM t"
+    )
+
+
+def pipelines() -> bool:
+    """libpq supports pipeline mode (asked once)."""
+    if _PIPELINE[0] is None:
+        import psycopg
+
+        _PIPELINE[0] = psycopg.Pipeline.is_supported()
+    return bool(_PIPELINE[0])
+
+
+def _keys(lock: _PgLock) -> dict[str, Any]:
+    """The key as both statements take it: `key`, or `key1` and `key2`; the others None."""
+    return {**_NO_KEY, **lock._params}
+
+
+def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+    """The merged statements for a PostgreSQL lock and its ledger, or None."""
+    kind = type(lock)
+    if kind is not PgSessionLock and kind is not PgXactLock:
+        return None
+    if not pipelines():
+        return None
+    same = database.url.raw == ledger_database.url.raw
+    if isinstance(lock, PgSessionLock):
+        return SessionRounds(lock) if same else None
+    assert isinstance(lock, PgXactLock)
+    return XactRounds(lock, same_database=same)
+
+
+def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dict[str, Any]:
+    params = ledger.insert_params(run)
+    params.update(_keys(lock))
+    now = datetime.now(UTC)
+    params.update(held_message=SKIP_HELD, finished_at=now, finished=now, **given)
+    return params
+
+
+def _finish_params(
+    ledger: Ledger,
+    run: Run,
+    lock: _PgLock,
+    outcome: str,
+    exit_code: int | None,
+    message: str | None,
+) -> dict[str, Any]:
+    params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
+    params.update(_keys(lock))
+    params.update(lock._identity)
+    params["lost_message"] = params["message"] or LOST
+    return params
+
+
+class SessionRounds(Rounds):
+    """A pg-session lock's attempt in two round trips, on the lock's own connection."""
+
+    def __init__(self, lock: PgSessionLock) -> None:
+        self.lock = lock
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        """Try the lock, check the slot's claim, record: the recorded Run ("acquired" or
+        "skipped"), or None when the runner must go on one statement at a time."""
+        import psycopg
+
+        lock = self.lock
+        if lock.held or _spoke(lock):
+            return None
+        guarded = not lock._guard_passed
+        tried_sql = _tried(lock._suffix, guarded)
+        decide_sql = sqlfiles.load("decide_run", "postgresql")
+        tried_params: dict[str, Any] = dict(lock._params)
+        if guarded:
+            tried_params.update(any_port=lock.job.allow_pooler, port=lock._dsn_port())
+        params = _decide_params(ledger, run, lock, got=None, claims=claims, here=True)
+        params["session_id"] = None
+        conn = lock.conn
+        tried = decided = None
+        try:
+            with conn.pipeline():
+                tried = conn.execute(tried_sql, tried_params)
+                decided = conn.execute(decide_sql, params)
+            tried_row = lock._row(tried, "pg_try_advisory_lock")
+            row = lock._row(decided, "decide_run")
+        except psycopg.Error as exc:
+            self._undecided(tried, exc)
+            return None
+        _, got, pid, server_port, client_port = tried_row
+        outcome, _, claim_id, _, unlocked = row[:5]
+        lock.session_id = int(pid)
+        if guarded:
+            lock._note_ports(server_port, client_port)
+            lock._guard_passed = got is not None
+            if got is not None:
+                lock._warn_if_proxied(server_port)
+        if not ledger._ports_seen and ledger._conn is None:
+            ledger._ports_seen = True  # the lock's connection stands for the ledger's here
+        lock.held = bool(got) and not unlocked
+        if outcome is None:
+            return None  # the guard stopped the try, or a claim is still "acquired"
+        if got and claim_id is not None and not unlocked:
+            lock.lost_on_release = True  # the slot was done and the lock had gone meanwhile
+        ledger._can_finish = True
+        return recorded(run, row, params, lock.session_id)
+
+    def _undecided(self, tried: Any, exc: BaseException) -> None:
+        """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
+        lock = self.lock
+        if lock._gone():
+            lock.held = False
+            raise lock._error("pg_try_advisory_lock", exc) from None
+        got = None
+        try:
+            got = lock._row(tried, "pg_try_advisory_lock")[1] if tried is not None else None
+        except Exception:
+            got = None
+        lock.held = bool(got)
+        if got is None:  # the try itself may have run: ask the server
+            lock.held = True
+            lock.held = lock.still_held()
+        log.debug("decide_run failed, going on one statement at a time: %s", exc)
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        """Check, record and release in one statement; None (the lock untouched) on an error."""
+        import psycopg
+
+        lock = self.lock
+        if not lock.held or lock._gone():
+            return None
+        finish_sql = sqlfiles.load("finish_release_run", "postgresql")
+        params = _finish_params(ledger, run, lock, outcome, exit_code, message)
+        params["release"] = True
+        try:
+            row = lock._row(lock.conn.execute(finish_sql, params), "finish_release_run")
+        except psycopg.Error as exc:
+            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            return None
+        held, closed, released = bool(row[0]), row[1], bool(row[2])
+        if held and released:
+            lock.held = False
+        elif not held:
+            lock.held, lock.lost_on_release = False, True
+        return Finished(held, closed, released)
+
+
+class XactRounds(Rounds):
+    """A pg-xact lock's attempt: the try-lock, then decide_run on the ledger's connection; the
+    outcome written inside the lock's transaction and committed with it (ledger in the lock's
+    database), SAVEPOINT, outcome and COMMIT sent together."""
+
+    def __init__(self, lock: PgXactLock, *, same_database: bool) -> None:
+        self.lock = lock
+        self.same_database = same_database
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        """BEGIN + try-lock (one round trip), then decide_run on the ledger's connection (one
+        more; a refused try's ROLLBACK goes out before it and is read after it)."""
+        import psycopg
+
+        lock = self.lock
+        if lock.held:
+            return None
+        got = lock.try_open()
+        params = _decide_params(ledger, run, lock, got=str(got).lower(), claims=claims, here=False)
+        params["session_id"] = lock.session_id
+        try:
+            if got:
+                lock.held = True
+                row = ledger.decide(params)
+            else:
+                with lock.conn.pipeline():
+                    lock.conn.execute(sqlfiles.load("rollback_transaction"))
+                    row = ledger.decide(params)
+        except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
+            if not lock._gone():
+                raise lock._error("ROLLBACK", exc) from None
+            return None
+        except DatabaseError as exc:  # the ledger's trouble: go on one statement at a time
+            log.debug("decide_run failed, going on one statement at a time: %s", exc)
+            return None
+        outcome, claim_id = row[0], row[2]
+        if outcome is None:
+            return None  # an earlier attempt of the slot is still "acquired"
+        if outcome == "skipped" and claim_id is not None:
+            lock.release(commit=False)
+        ledger._can_finish = True
+        return recorded(run, row, params, lock.session_id)
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        """Ledger in the lock's database: SAVEPOINT, finish_release_run and COMMIT in one round
+        trip, so the outcome commits with the lock's transaction, which lets the lock go."""
+        import psycopg
+
+        lock = self.lock
+        if not self.same_database or not lock.held or _spoke(lock):
+            return None
+        params = _finish_params(ledger, run, lock, outcome, exit_code, message)
+        params["release"] = False
+        conn = lock.conn
+        cur = None
+        try:
+            with conn.pipeline():
+                conn.execute(sqlfiles.load("savepoint_finish"))
+                cur = conn.execute(sqlfiles.load("finish_release_run", "postgresql"), params)
+                conn.execute(sqlfiles.load("commit_transaction"))
+            row = lock._row(cur, "finish_release_run")
+        except psycopg.Error as exc:
+            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            if not lock._gone():
+                try:  # the lock was taken before the savepoint: it is still held
+                    conn.execute(sqlfiles.load("rollback_to_finish"))
+                except psycopg.Error:
+                    pass
+            return None
+        held = bool(row[0])
+        lock.held, lock.lost_on_release = False, not held
+        return Finished(held, row[1], held)
+
+
+def _spoke(lock: _PgLock) -> bool:
+    """The idle connection is gone or has something to say (a terminated session's last
+    words): the one-statement-at-a-time path handles that without a pipeline, which on a
+    dead connection logs "error ignored terminating"."""
+    if lock._gone():
+        return True
+    try:
+        readable, _, _ = select.select([lock.conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _evolve(run: Run, **changes: Any) -> Run:
+    from lockconsole.model.jobs import evolve
+
+    return evolve(run, **changes)

@@ -1,0 +1,49 @@
+-- Decide and record one attempt in one round trip on the lock's own connection (statements sent
+-- together; autocommit, so each statement reads what committed before it started): the try-lock,
+-- the probe that fails at once when this role could record an attempt but never close it,
+-- the slot's claim (read after the lock was taken), the verdict, the INSERT of "acquired" or
+-- "skipped" (none when an earlier attempt of the slot is still "acquired": the runner then goes
+-- on one statement at a time), and the answer, which lets the lock go when the slot already
+-- succeeded. [controls] marks where a job's control row (pause) would be read into a variable
+-- and turned into "skipped" by the verdict.
+-- The column lists come from RUN_COLUMNS (see sqlfiles.run_column_lists).
+SET @lc_got = GET_LOCK(%(name)s, 0), @lc_claim = NULL, @lc_claimed = NULL, @lc_by = NULL;
+UPDATE lockconsole_runs SET outcome = outcome WHERE 1 = 0;
+SELECT id, outcome, instance INTO @lc_claim, @lc_claimed, @lc_by
+FROM lockconsole_runs
+WHERE @lc_got = 1
+  AND %(claims)s
+  AND job = %(job)s
+  AND slot = %(slot)s
+  AND outcome IN ('acquired', 'succeeded')
+ORDER BY started_at, id
+LIMIT 1;
+-- [controls]
+SET @lc_outcome = CASE
+        WHEN @lc_got = 0 THEN 'skipped'
+        WHEN @lc_got IS NULL THEN NULL
+        WHEN @lc_claim IS NULL THEN 'acquired'
+        WHEN @lc_claimed = 'succeeded' THEN 'skipped'
+    END,
+    @lc_message = CASE
+        WHEN @lc_got = 0 THEN %(held_message)s
+        WHEN @lc_claimed = 'succeeded'
+            THEN CONCAT('slot already ran on ', @lc_by, ' (run ', @lc_claim, ', succeeded)')
+    END;
+INSERT INTO lockconsole_runs ({run_insert_columns})
+SELECT {run_insert_decided}
+FROM (
+    SELECT @lc_outcome AS outcome,
+           @lc_message AS message,
+           IF(@lc_outcome = 'skipped', %(finished_at)s, NULL) AS finished_at,
+           CONNECTION_ID() AS session_id,
+           %(fencing_token)s AS fencing_token
+) decided
+WHERE decided.outcome IS NOT NULL;
+SELECT @lc_outcome,
+       IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL),
+       @lc_claim,
+       @lc_message,
+       IF(@lc_outcome = 'skipped' AND @lc_claim IS NOT NULL, RELEASE_LOCK(%(name)s), NULL),
+       @lc_got,
+       CONNECTION_ID()

@@ -1,0 +1,64 @@
+"""An attempt in the fewest round trips: `decide` (try the lock, check the slot's claim, record)
+and `finish` (check the lock, record the outcome, release), merged where the lock's connection
+can also write the ledger. One implementation per lock kind: `postgres/rounds.py` (pg-session,
+pg-xact), `mysql/rounds.py`, `lease/rounds.py` (leases on PostgreSQL); `factory.rounds_for`
+picks it, or None where nothing is merged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Run
+
+SKIP_HELD = "lock held by another session"
+LOST = "lock or its connection went away"
+
+
+class Finished(NamedTuple):
+    """What a merged finish did: was the lock held, the outcome it wrote (None: the row was
+    no longer ours to close), and was the lock let go."""
+
+    held: bool
+    outcome: str | None
+    released: bool
+
+
+class Rounds:
+    """An attempt's merged statements: `decide` at its start, `finish` at its end.
+
+    `decide` returns the recorded Run ("acquired" or "skipped"), or None when the runner must go
+    on one statement at a time (the lock's `held` then tells whether it is held). `finish`
+    returns what it did, or None with the lock untouched.
+    """
+
+    def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
+        raise NotImplementedError
+
+    def finish(
+        self,
+        ledger: Ledger,
+        run: Run,
+        outcome: str,
+        *,
+        exit_code: int | None,
+        message: str | None,
+    ) -> Finished | None:
+        raise NotImplementedError
+
+
+def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None) -> Run:
+    """`run` as decide_run recorded it: (outcome, id, claim id, message, ...) of its answer."""
+    from lockconsole.model.jobs import evolve
+
+    outcome, run_id, _claim_id, message = row[:4]
+    return evolve(
+        run,
+        id=int(run_id),
+        outcome=outcome,
+        message=message,
+        session_id=session_id,
+        finished_at=params["finished"] if outcome == "skipped" else None,
+    )

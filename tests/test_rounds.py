@@ -1,0 +1,158 @@
+"""The run path's round trips on PostgreSQL (backends/postgres/rounds.py), counted on the wire.
+
+A counting TCP proxy sits between lockconsole and the server and counts each burst the client
+sends after the server last spoke: a pipeline of two statements is one. Kept connections
+(run_once's sessions), so connecting is not counted.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import pytest
+
+from lockconsole import run_once
+from lockconsole.config.loader import parse_config
+from lockconsole.engine.sessions import REGISTRY
+
+from helpers import unavailable
+from tcp_proxy import CountingProxy
+
+pytestmark = pytest.mark.usefixtures("empty_registry")
+SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
+
+
+def _proxied(url: str, port: int) -> tuple[CountingProxy, str]:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        unavailable("needs the database on TCP (set LOCKCONSOLE_TEST_PG_URL)")
+    counting = CountingProxy((parts.hostname, parts.port or port))
+    return counting, url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{counting.port}")
+
+
+@pytest.fixture
+def proxy(pg_url):  # type: ignore[no-untyped-def]
+    counting, url = _proxied(pg_url, 5432)
+    yield counting, url
+    REGISTRY.close_all()
+    counting.close()
+
+
+@pytest.fixture
+def mysql_proxy(mysql_url):  # type: ignore[no-untyped-def]
+    counting, url = _proxied(mysql_url, 3306)
+    yield counting, url
+    REGISTRY.close_all()
+    counting.close()
+
+
+def _config(url: str, job: str, strategy: str = "pg-session", extra: str = ""):  # type: ignore[no-untyped-def]
+    return parse_config(
+        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
+        f'schedule = "0 3 * * *"\nallow_pooler = true\nlease_table = "lease_{job}"\n{extra}'
+    )
+
+
+def _turns(proxy: CountingProxy, attempt) -> tuple[int, object]:  # type: ignore[no-untyped-def]
+    before = proxy.turns
+    result = attempt()
+    return proxy.turns - before, result
+
+
+ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 3), ("mysql", 2), ("lease", 2)]
+
+
+@pytest.mark.parametrize(("strategy", "turns"), ROUND_TRIPS)
+def test_round_trips_of_an_attempt(request, uid, strategy, turns):  # type: ignore[no-untyped-def]
+    """pg-session, mysql and a lease on PostgreSQL: decide, finish. pg-xact: try-lock,
+    decide_run on the ledger's connection, then outcome + COMMIT."""
+    counting, url = request.getfixturevalue("mysql_proxy" if strategy == "mysql" else "proxy")
+    config = _config(url, f"rt_{uid}", strategy)
+
+    def attempt(hour: int) -> str:
+        slot = SLOT.replace(hour=hour)  # a slot each: every attempt checks its claim and runs
+        with run_once(f"rt_{uid}", config=config, instance="web-1", slot=slot) as run:
+            assert run.acquired, run.run.message
+        return run.run.outcome
+
+    attempt(0)  # connects, and its first try passes the pooler guard
+    for hour in (1, 2, 3):
+        assert _turns(counting, lambda: attempt(hour)) == (turns, "succeeded")  # noqa: B023
+
+
+def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]
+    counting, url = proxy
+    job = f"rt_{uid}"
+    config = _config(url, job)
+
+    def attempt(instance: str, slot: datetime = SLOT):  # type: ignore[no-untyped-def]
+        with run_once(job, config=config, instance=instance, slot=slot) as run:
+            pass
+        return run
+
+    attempt("web-1")
+    attempt("web-2", SLOT.replace(hour=4))  # connects; a slot of its own
+    turns, run = _turns(counting, lambda: attempt("web-2"))
+    assert turns == 1
+    assert run.run.outcome == "skipped" and "slot already ran on web-1" in run.run.message
+    assert len(REGISTRY) == 2  # both sessions kept: neither holds the lock
+    held = pg_conn.execute(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.locktype = 'advisory' AND a.application_name LIKE %s",
+        (f"lockconsole:{job}@%",),
+    ).fetchone()[0]
+    assert held == 0
+
+
+def test_a_lock_held_elsewhere_is_a_skip_in_one_round_trip(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]
+    counting, url = proxy
+    job = f"rt_{uid}"
+    config = _config(url, job)
+    with run_once(job, config=config, instance="web-1", slot=SLOT) as first:
+        assert first.acquired
+
+        def second():  # type: ignore[no-untyped-def]
+            with run_once(job, config=config, instance="web-2", slot=SLOT) as run:
+                return run.run
+
+        second()  # its connection's first try
+        turns, run = _turns(counting, second)
+    assert turns == 1
+    assert run.outcome == "skipped" and run.message == "lock held by another session"
+
+
+def test_an_attempt_left_acquired_is_closed_before_the_slot_runs_again(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+    job = f"rt_{uid}"
+    config = _config(pg_url, job)
+    with run_once(job, config=config, instance="web-1", slot=SLOT) as first:
+        assert first.acquired
+        abandoned = first.run.id
+        # the holder's process dies here: its row stays "acquired", its session lock goes
+        first.lock.close()
+        with run_once(job, config=config, instance="web-2", slot=SLOT) as second:
+            assert second.acquired, second.run.message
+    rows = dict(
+        pg_conn.execute(
+            "SELECT instance, outcome FROM lockconsole_runs WHERE job = %s", (job,)
+        ).fetchall()
+    )
+    assert rows == {"web-1": "lock_lost", "web-2": "succeeded"}, (rows, abandoned)
+
+
+def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url, uid):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    name = f"h_rounds_{uid}"
+    parts = urlsplit(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')  # a constant prefix and a hex suffix
+    try:
+        fresh = pg_url.replace(parts.path, "/" + name)
+        with run_once(f"rt_{uid}", config=_config(fresh, f"rt_{uid}"), slot=SLOT) as run:
+            assert run.acquired, run.run.message
+        assert run.run.outcome == "succeeded"
+    finally:
+        REGISTRY.close_all()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
