@@ -99,6 +99,25 @@ async def until(
         await pilot.pause(0.05)
 
 
+def mysql_connect(url: str, **options: Any) -> Any:
+    """A PyMySQL connection to the server and database of a mysql:// URL; autocommit unless
+    `options` say otherwise (they are PyMySQL's connect arguments)."""
+    import pymysql
+
+    from lockconsole.config.urls import parse_url
+
+    u = parse_url(url)
+    options.setdefault("autocommit", True)
+    return pymysql.connect(
+        host=u.host,
+        port=u.port or 3306,
+        user=u.user,
+        password=u.password or "",
+        database=u.database,
+        **options,
+    )
+
+
 def config_for(url: str, job: str, strategy: str = "pg-session", extra: str = "") -> Any:
     """A parsed config with one database `main` and one job on it (cron 02:00, fast watchdog)."""
     from lockconsole.config.loader import parse_config

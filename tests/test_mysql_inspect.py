@@ -18,22 +18,13 @@ from lockconsole.config.urls import parse_url
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.views import Holder
 
-from helpers import eventually, unavailable
+from helpers import eventually, mysql_connect, unavailable
 
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")
 
 
-def connect(url: str) -> Any:
-    u = parse_url(url)
-    return pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
+connect = mysql_connect
 
 
 def scalar(conn: Any, sql: str, *args: Any) -> Any:

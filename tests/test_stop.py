@@ -8,6 +8,7 @@ documented guarantee), the lock is free when seen from another session, no attem
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,8 +19,9 @@ from lockconsole.engine import faultpoints as fp
 
 from barrier import Barrier
 from conftest import PYTHON
+from helpers import wait_for
 from runner_helpers import lockconsole, runs_of
-from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder, wait_for
+from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder
 
 GRACE = 2.0
 BOUND = GRACE + 2.0  # the exit-time guarantee of `run` and `schedule`
@@ -56,17 +58,7 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
     marks = tmp_path / "marks"
     seconds = "0" if step == fp.BEFORE_RECORD else "60"  # before_record: the job has ended
     barrier = Barrier(tmp_path / "barrier", step, fp.STOP_REQUESTED)
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), seconds]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", '
-                f'"{seconds}"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STEPS, str(marks), seconds)
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:
         barrier.wait(step)
@@ -110,8 +102,16 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
         assert marks.read_text().count("finished") == outcomes.count("succeeded")
 
 
-def _toml(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+def _job_args(how: str, config, job: str, script: str, *script_args: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The CLI arguments that run `python -c script *script_args` as the job, by `lockconsole
+    run` (the command on its line) or by `lockconsole schedule` (the job's command in the
+    config, for a scheduler that fires every second)."""
+    if how == "run":
+        return ["run", job, "--", PYTHON, "-c", script, *script_args]
+    command = json.dumps([PYTHON, "-c", script, *script_args])
+    text = config.read_text().replace("schedule = ", f"command = {command}\nschedule = ")
+    config.write_text(text)
+    return ["schedule", "--job", job]
 
 
 def _runs_if_any(config, job):  # type: ignore[no-untyped-def]
@@ -129,16 +129,7 @@ def test_kill9_of_the_runner_ends_its_job(how, pg_url, uid, write_config, cli_en
     job = f"orphan_{uid}"
     config = _config(write_config, pg_url, job, "pg-session", int(uid[:8], 16) + 7)
     pids_file = tmp_path / "pids"
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STUBBORN, str(pids_file)]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STUBBORN)}", "{pids_file}"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STUBBORN, str(pids_file))
     proc = lockconsole(config, *args, env=cli_env)
     try:
         text = wait_for(lambda: pids_file.exists() and pids_file.read_text(), what="the job")
@@ -173,16 +164,7 @@ def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, 
     config = _config(write_config, pg_url, job, "pg-session", key)
     marks = tmp_path / "marks"
     barrier = Barrier(tmp_path / "barrier", fp.AFTER_ACQUIRE, fp.STOP_REQUESTED)
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), "60"]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STEPS, str(marks), "60")
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:
         barrier.wait(fp.AFTER_ACQUIRE)
@@ -246,7 +228,7 @@ def test_sigterm_while_blocked_connecting(how, pg_url, uid, write_config, cli_en
         f'[databases.hang]\nurl = "postgresql://nobody@127.0.0.1:{silent.port}/x"\n'
         f'[jobs.{job}]\ndatabase = "hang"\nstrategy = "pg-session"\n'
         f'schedule = "* * * * * *"\nstop_grace = {GRACE}\n'
-        f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\n'
+        f"command = {json.dumps([PYTHON, '-c', STEPS, str(marks), '60'])}\n"
     )
     args = ["run", job] if how == "run" else ["schedule", "--job", job]
     proc = lockconsole(config, *args, env=cli_env)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ from lockconsole.text.safe import shown
 if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.model.views import Holder
+
+Command = Callable[["ConsoleFacade", argparse.Namespace], int]  # cmd_*: a view over the facade
 
 EXIT_ALERTS = 1
 EXIT_NOT_RELEASED = 1
@@ -82,9 +85,9 @@ def dispatch(args: argparse.Namespace) -> int:
     from lockconsole.console.facade import Console
 
     config = load_config(args.config)
+    command: Command = globals()[f"cmd_{args.command}"]
     with Console(config, read_only=args.read_only) as console:
-        command = globals()[f"cmd_{args.command}"]
-        return int(command(console, args))
+        return command(console, args)
 
 
 MAX_LIMIT = 100_000
@@ -196,7 +199,7 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
 
 
 def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
-    from lockconsole.console.facade import ReadOnlyError
+    from lockconsole.console.protocol import ReadOnlyError
 
     if console.read_only:
         raise ReadOnlyError("release refused: --read-only is set")

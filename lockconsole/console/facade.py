@@ -22,6 +22,7 @@ from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
+from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
@@ -36,10 +37,6 @@ if TYPE_CHECKING:
     from lockconsole.engine.stopping import Stop
 
 LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads
-
-
-class ReadOnlyError(UsageError):
-    """A mutation was asked for in --read-only mode; nothing was done."""
 
 
 class Console:

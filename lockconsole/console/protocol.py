@@ -1,13 +1,16 @@
 """What the CLI and the TUI may ask of a console: the Console facade's public surface.
 
-Console (over real databases) and tui.sample.SampleConsole (over a fixed data set) both
-satisfy ConsoleFacade; callers type against it, not against either class.
+Console (over real databases) and tui.sample_console.SampleConsole (over a fixed data set) both
+satisfy ConsoleFacade; callers type against it, not against either class, and catch the
+ReadOnlyError it raises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from lockconsole.model.errors import UsageError
 
 if TYPE_CHECKING:
     from datetime import datetime, timedelta
@@ -21,6 +24,10 @@ if TYPE_CHECKING:
     from lockconsole.engine.stopping import Stop
     from lockconsole.model.jobs import Pause, Run
     from lockconsole.model.views import Holder, Snapshot
+
+
+class ReadOnlyError(UsageError):
+    """A mutation was asked for in --read-only mode; nothing was done."""
 
 
 class ConsoleFacade(Protocol):

@@ -22,10 +22,23 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from lockconsole.model.jobs import Job, Pause, Run
-from lockconsole.model.views import Alert, Holder, SlotReport
+from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
 GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
-ALERT_STATUSES = ("double_run", "missed", "lock_lost", "failed")
+# the slot statuses that are alerts, and the alert each one is
+ALERT_STATUSES: dict[SlotStatus, AlertKind] = {
+    "double_run": "double_run",
+    "missed": "missed",
+    "lock_lost": "lock_lost",
+    "failed": "failed",
+}
+# a slot's status when one attempt took its lock, by that attempt's outcome
+_ONE_ATTEMPT: dict[str, SlotStatus] = {
+    "acquired": "running",
+    "succeeded": "ok",
+    "failed": "failed",
+    "lock_lost": "lock_lost",
+}
 MAX_MISSED_PER_JOB = 1000  # newest missed firings listed per job (an every-second job)
 
 
@@ -45,11 +58,11 @@ def _start_order(run: Run) -> tuple[datetime, int]:
     return run.started_at, run.id or 0
 
 
-def _status(got: list[Run]) -> str:
-    """The status of a slot whose lock was taken by the attempts in `got`."""
+def _status(got: list[Run]) -> SlotStatus:
+    """The status of a slot whose lock was taken by the attempts in `got` (outcomes in GOT_LOCK)."""
     if len(got) > 1:
         return "double_run"
-    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
+    return _ONE_ATTEMPT[got[0].outcome]
 
 
 def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
@@ -81,11 +94,11 @@ def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotRep
         acquired=len(got),
         skipped=sum(r.outcome == "skipped" for r in runs),
         outcomes=tuple((r.instance, r.outcome) for r in runs),
-        status=_status(got) if got else _not_run(runs),  # type: ignore[arg-type]
+        status=_status(got) if got else _not_run(runs),
     )
 
 
-def _not_run(runs: list[Run]) -> str:
+def _not_run(runs: list[Run]) -> SlotStatus:
     """The status of a slot no attempt ran: paused if an instance found the job paused."""
     return "paused" if any(r.outcome == "paused" for r in runs) else "missed"
 
@@ -231,7 +244,7 @@ def alerts(
 ) -> list[Alert]:
     """One alert per bad slot, per stale holder and per job with duplicate keys."""
     out = [
-        Alert(kind=r.status, job=r.job, message=_slot_message(r), slot=r.slot)  # type: ignore[arg-type]
+        Alert(kind=ALERT_STATUSES[r.status], job=r.job, message=_slot_message(r), slot=r.slot)
         for r in reports
         if r.status in ALERT_STATUSES
     ]

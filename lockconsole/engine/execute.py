@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import signal
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from typing import Any
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt
 from lockconsole.engine.commands import Command
+from lockconsole.engine.stopping import handling
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import Run
 
@@ -136,12 +136,8 @@ def _accepts_argument(fn: Callable[..., Any]) -> bool:
 @contextmanager
 def _signals(handler: Callable[[int, object], None] | None) -> Iterator[None]:
     """Install `handler` for SIGTERM and SIGINT while the job runs (main thread only)."""
-    if handler is None or threading.current_thread() is not threading.main_thread():
+    if handler is None:
         yield
         return
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with handling((signal.SIGTERM, signal.SIGINT), handler):
         yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

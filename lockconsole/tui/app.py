@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import App
@@ -42,6 +42,10 @@ from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases
 from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
+    from lockconsole.console.protocol import ConsoleFacade
+
 AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
@@ -56,7 +60,7 @@ class LockConsoleApp(App[int]):
 
     def __init__(
         self,
-        console: Any,
+        console: ConsoleFacade,
         *,
         read_only: bool = False,
         refresh: float | None = None,
@@ -387,8 +391,8 @@ def run_console(
     config_path: str | None = None,
     *,
     read_only: bool = False,
-    config: Any = None,
-    console: Any = None,
+    config: Config | None = None,
+    console: ConsoleFacade | None = None,
 ) -> int:
     """Open the dashboard on a terminal; returns the exit code."""
     if console is None:

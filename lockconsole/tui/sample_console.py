@@ -108,7 +108,7 @@ class SampleConsole:
         ]
 
     def release(self, holder: Holder) -> ReleaseResult:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("force-release refused: the console is in --read-only mode")
@@ -126,7 +126,7 @@ class SampleConsole:
         instance: str | None = None,
         stop: Stop | None = None,
     ) -> Run:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("trigger refused: the console is in --read-only mode")
@@ -147,7 +147,7 @@ class SampleConsole:
         force: bool = False,
         timeout: timedelta | None = None,
     ) -> int:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("request refused: the console is in --read-only mode")
@@ -193,7 +193,7 @@ class SampleConsole:
         return RunOutput(run_id, run.job, run.outcome, text)
 
     def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("pause refused: the console is in --read-only mode")
@@ -203,7 +203,7 @@ class SampleConsole:
         return pause
 
     def resume(self, job_name: str) -> Pause | None:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("resume refused: the console is in --read-only mode")

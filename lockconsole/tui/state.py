@@ -8,16 +8,19 @@ the console keeps refreshing and the Console reconnects by itself.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.model.views import Snapshot
+
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
 
 
 def failed_databases(snapshot: Snapshot) -> set[str]:
     return {name for name, _ in snapshot.errors}
 
 
-def carry_over(previous: Snapshot | None, new: Snapshot, config: Any) -> Snapshot:
+def carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Snapshot:
     """`new`, with the previous data of every database that failed in `new` put back."""
     failed = failed_databases(new)
     if previous is None or not failed:

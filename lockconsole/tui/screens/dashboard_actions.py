@@ -144,9 +144,9 @@ class SelectionActions:
             self._warn("No run selected: the history is empty, or this slot had no attempt")
             return
         run, slot_runs = screen.runs_of[key]
-        screen.host.push_screen(RunDetailScreen(
-                run, list(slot_runs), screen.host.zone, screen.host.facade.run_output
-            ))
+        screen.host.push_screen(
+            RunDetailScreen(run, list(slot_runs), screen.host.zone, screen.host.facade.run_output)
+        )
 
     # --- other screens -----------------------------------------------------------------
 

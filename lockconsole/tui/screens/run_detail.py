@@ -7,7 +7,7 @@ RunDetailScreen(run, slot_runs, zone, output)   a modal; Escape closes (q quits,
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, tzinfo
+from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 from rich.table import Table
