@@ -8,9 +8,10 @@ pg-session with the ledger in the lock's own database (`Rounds` on the lock's co
   setting `lockconsole.got`; the second (`decide_run`) reads it, checks the slot's claim and
   inserts the attempt as "acquired" or "skipped", letting the lock go again when the slot already
   succeeded or the job is paused (a pause in force is read in the same statement; the paused
-  attempt is then recorded in the pause's words). They are two statements, not one, because a statement reads the ledger as of its
-  own start: a single statement would look for the slot's claim with a snapshot taken before its
-  try-lock, and could miss a run that committed and let the lock go in between. The pipeline
+  attempt is then recorded in the pause's words). They are two statements, not one, because a
+  statement reads the ledger as of its own start: a single statement would look for the slot's
+  claim with a snapshot taken before its try-lock, and could miss a run that committed and let
+  the lock go in between. The pipeline
   ends in one Sync, so both run in one implicit transaction (the skip or the "acquired" row
   commits with it, before the job starts); the session lock does not depend on that commit.
 - **finish and release**: one statement (`finish_release_run`): the pg_locks check, the outcome
