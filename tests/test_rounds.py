@@ -203,3 +203,50 @@ def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url
         REGISTRY.close_all()
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid, caplog):  # type: ignore[no-untyped-def]
+    """An older ledger (runs, no lockconsole_controls): decide_run fails on the missing table, the
+    attempt goes on one statement at a time, whose pause lookup creates it; pauses then hold."""
+    import psycopg
+
+    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Pause
+
+    name = f"h_controls_{uid}"
+    parts = urlsplit(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')  # a constant prefix and a hex suffix
+    try:
+        fresh = pg_url.replace(parts.path, "/" + name)
+        job = f"rt_{uid}"
+        config = _config(fresh, job)
+
+        def attempt(hour: int):  # type: ignore[no-untyped-def]
+            with run_once(job, config=config, slot=SLOT.replace(hour=hour)) as run:
+                pass
+            return run.run
+
+        assert attempt(0).outcome == "succeeded"
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute("DROP TABLE lockconsole_controls")
+        REGISTRY.close_all()
+        with caplog.at_level("DEBUG", logger="lockconsole.engine.runner"):
+            assert attempt(1).outcome == "succeeded"
+        assert any(
+            "decide_run failed" in r.getMessage() and "lockconsole_controls" in r.getMessage()
+            for r in caplog.records
+        ), [r.getMessage() for r in caplog.records]
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regclass('lockconsole_controls')").fetchone()[0]
+        assert found == "lockconsole_controls"
+        pause = Pause(job, "older ledger", "ops@console", datetime.now(UTC))
+        with Ledger(config.ledger_for(config.job(job))) as ledger:
+            Controls(ledger).pause(pause)
+        run = attempt(2)
+        assert (run.outcome, run.message) == ("paused", pause.reason())
+    finally:
+        REGISTRY.close_all()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
