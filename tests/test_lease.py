@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -312,7 +311,7 @@ def test_simultaneous_acquire_has_exactly_one_winner(env: Env, locks: Any, state
         assert seed.acquire() is True
         if state == "no_row":
             env.sql(f"DELETE FROM {env.table}")
-        time.sleep(0.4)
+        wait_for(lambda: seed.still_held() is False, what="the seed lease to end (database clock)")
     ctx = multiprocessing.get_context("forkserver")  # no inherited sockets; imports paid once
     ctx.set_forkserver_preload(
         ["sqlalchemy", "psycopg", "pymysql", "lockconsole.backends.lease.lock"]

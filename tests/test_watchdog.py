@@ -1,21 +1,31 @@
 """Watchdog threads: a thread per watch that came due, reused between attempts; nothing wakes
-for a watch stopped before its first check; stop() waits for a running check."""
+for a watch stopped before its first check; stop() waits for a running check.
+
+Threads are counted by the pool under test (`pool.started`), never process-wide: other tests'
+threads come and go. "Nothing happened" is checked after a later watch was seen to run, so the
+ticker has provably passed the instant at which the thing would have happened.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 from lockconsole.engine.watchdog import WatchdogPool
 
+from helpers import eventually
 
-def _wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
+_wait_for = partial(eventually, interval=0.005)
+
+
+def _ticked_past(pool: WatchdogPool, interval: float) -> None:
+    """Return once a watch started now has had its first check: every watch of `interval`
+    noted before it has come due and been handed out (or dropped) by the ticker."""
+    checked = threading.Event()
+    sentinel = pool.watch(interval, check=lambda: checked.set() or True, on_lost=lambda: None)
+    assert checked.wait(30), "the ticker handed out a watch that came due"
+    sentinel.stop()
 
 
 def test_a_false_check_calls_on_lost_once_and_the_thread_is_reused() -> None:
@@ -26,13 +36,13 @@ def test_a_false_check_calls_on_lost_once_and_the_thread_is_reused() -> None:
     assert lost.wait(5)
     assert calls == ["check"]
     assert _wait_for(lambda: pool.idle() == 1)
-    threads = threading.active_count()
+    assert pool.started == 1
     watch.stop()
     checked = threading.Event()
     second = pool.watch(0.01, check=lambda: checked.set() or True, on_lost=lost.clear)
     assert checked.wait(5)
     assert pool.idle() == 0  # the idle thread took the new watch: no thread was started
-    assert threading.active_count() == threads
+    assert pool.started == 1
     second.stop()
     assert lost.is_set()  # a held lock never calls on_lost
     assert _wait_for(lambda: pool.idle() == 1)
@@ -55,13 +65,12 @@ def test_a_watch_stopped_before_its_first_check_wakes_no_thread() -> None:
     pool = WatchdogPool()
     warm = pool.watch(0.05, check=lambda: True, on_lost=lambda: None)
     warm.stop()  # the ticker now runs
-    threads = threading.active_count()
     checks: list[int] = []
     for _ in range(200):
         pool.watch(0.05, check=lambda: checks.append(1) or True, on_lost=lambda: None).stop()
-    time.sleep(0.2)
+    _ticked_past(pool, 0.05)  # the 200 stopped watches were due before this one
     assert checks == []
-    assert pool.idle() == 0 and threading.active_count() == threads
+    assert pool.started == 1, "only the sentinel's check woke a thread"
 
 
 def test_stop_waits_for_a_running_check() -> None:
@@ -111,7 +120,7 @@ def test_no_check_runs_after_stop() -> None:
     assert _wait_for(lambda: len(checks) >= 3)
     watch.stop()
     count = len(checks)
-    time.sleep(0.05)
+    _ticked_past(pool, 0.005)  # a check of the stopped watch would have been due by now
     assert len(checks) == count
 
 
@@ -129,8 +138,10 @@ def test_idle_threads_are_bounded() -> None:
     for watch in watches:
         watch.stop()
     assert _wait_for(lambda: pool.idle() == 2)
-    time.sleep(0.05)
-    assert pool.idle() == 2
+    assert pool.started == 5
+    _ticked_past(pool, 0.01)  # one more watch: an idle thread takes it, none is started
+    assert _wait_for(lambda: pool.idle() == 2)
+    assert pool.started == 5
 
 
 def test_a_readable_socket_runs_the_check_at_once_and_a_loss_is_confirmed_by_it() -> None:
