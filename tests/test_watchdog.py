@@ -126,15 +126,17 @@ def test_no_check_runs_after_stop() -> None:
 
 def test_idle_threads_are_bounded() -> None:
     pool = WatchdogPool(max_idle=2)
-    running = threading.Semaphore(0)
+    running, go = threading.Semaphore(0), threading.Event()
 
     def check() -> bool:
         running.release()
+        go.wait(30)  # each first check holds its thread: five watches need five threads
         return True
 
     watches = [pool.watch(0.01, check=check, on_lost=lambda: None) for _ in range(5)]
     for _ in range(5):
-        assert running.acquire(timeout=5)  # every watch came due and runs on a thread
+        assert running.acquire(timeout=30)  # every watch came due and runs on a thread
+    go.set()
     for watch in watches:
         watch.stop()
     assert _wait_for(lambda: pool.idle() == 2)

@@ -123,7 +123,7 @@ def test_holder_session_killed_mid_run(setting, strategy: str, db: str, tmp_path
 )
 def test_holder_process_kill9_mid_run(setting, strategy: str, db: str, tmp_path: Path) -> None:
     """kill -9 of the holder: a session lock is free at once; a lease stays until max_duration."""
-    config, job, table, conn, dialect = setting(strategy, db, max_duration="8s")
+    config, job, table, conn, dialect = setting(strategy, db, max_duration="5s")
     late = Barrier(tmp_path / "late", fp.BEFORE_TRY_LOCK)
     if strategy == "lease":  # web-2 is up and connected first: it tries the lock on our word
         b2 = start_worker(config, job, "web-2", table, *FAST, barrier=late)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from barrier import Barrier
 from fault_helpers import (
     acquired_run,
     create_invoices,
@@ -38,12 +39,14 @@ def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
     pg_conn.execute(f"drop table if exists shedlock_{uid}")
 
 
-def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-untyped-def]
+def test_skewed_app_clock_does_not_matter(lease, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """An instance whose clock runs an hour ahead still sees the lease held (DB clock)."""
-    config, job, table = lease(max_duration="60s", watchdog_interval=0.1)
-    # web-1 holds the lease for 20 x 1 s: far longer than three skewed workers take to start
-    a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", "20", "--delay", "1")
-    wait_for(lambda: acquired_run(config, job), what="the holder")
+    config, job, table = lease(max_duration="10m", watchdog_interval=0.1)
+    # web-1 holds the lease, paused after its first charge, until the skewed workers are done
+    barrier = Barrier(tmp_path / "barrier", "charged_1")
+    holding = ("--slot", SLOT, "--tenants", "2", "--delay", "0")
+    a = start_worker(config, job, "web-1", table, *holding, barrier=barrier)
+    barrier.wait("charged_1")
     skewed = {
         s: start_worker(config, job, f"skew{s}", table, "--slot", SLOT, "--skew", s)
         for s in ("3600", "-3600", "86400")
@@ -52,8 +55,9 @@ def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-unt
         code, out, err = finish(proc)
         assert (code, out.get("outcome")) == (3, "skipped"), (skew, out, err)
         assert out["message"] == "lock held by another session"
+    barrier.release("charged_1")
     code, out, err = finish(a)
-    assert (code, out["outcome"], out["charged"]) == (0, "succeeded", 20), (out, err)
+    assert (code, out["outcome"], out["charged"]) == (0, "succeeded", 2), (out, err)
 
 
 @pytest.mark.parametrize("once_per_slot", [False, True])
