@@ -6,6 +6,7 @@ import signal
 import time
 from collections import defaultdict
 
+from helpers import DEADLINE
 from runner_helpers import lockconsole, runs_of
 
 
@@ -49,7 +50,7 @@ def test_sigterm_stops_scheduler_and_its_job(pg_url, uid, write_config, cli_env,
         """
     )
     proc = lockconsole(config, "schedule", env=cli_env)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline and not any(
         r.outcome == "acquired" for r in runs_of(config, job)
     ):
