@@ -14,7 +14,7 @@ from functools import partial
 
 from lockconsole.engine.watchdog import WatchdogPool
 
-from helpers import eventually
+from helpers import DEADLINE, eventually
 
 _wait_for = partial(eventually, interval=0.005)
 
@@ -24,7 +24,7 @@ def _ticked_past(pool: WatchdogPool, interval: float) -> None:
     noted before it has come due and been handed out (or dropped) by the ticker."""
     checked = threading.Event()
     sentinel = pool.watch(interval, check=lambda: checked.set() or True, on_lost=lambda: None)
-    assert checked.wait(30), "the ticker handed out a watch that came due"
+    assert checked.wait(DEADLINE), "the ticker handed out a watch that came due"
     sentinel.stop()
 
 
@@ -33,14 +33,14 @@ def test_a_false_check_calls_on_lost_once_and_the_thread_is_reused() -> None:
     lost = threading.Event()
     calls: list[str] = []
     watch = pool.watch(0.01, check=lambda: calls.append("check") or False, on_lost=lost.set)
-    assert lost.wait(5)
+    assert lost.wait(DEADLINE)
     assert calls == ["check"]
     assert _wait_for(lambda: pool.idle() == 1)
     assert pool.started == 1
     watch.stop()
     checked = threading.Event()
     second = pool.watch(0.01, check=lambda: checked.set() or True, on_lost=lost.clear)
-    assert checked.wait(5)
+    assert checked.wait(DEADLINE)
     assert pool.idle() == 0  # the idle thread took the new watch: no thread was started
     assert pool.started == 1
     second.stop()
@@ -79,19 +79,19 @@ def test_stop_waits_for_a_running_check() -> None:
 
     def slow_check() -> bool:
         inside.set()
-        release.wait(5)
+        release.wait(DEADLINE)
         done.set()
         return True
 
     watch = pool.watch(0.01, check=slow_check, on_lost=lambda: None)
-    assert inside.wait(5)
+    assert inside.wait(DEADLINE)
     returned: list[bool] = []
     stopper = threading.Thread(target=lambda: returned.append(watch.stop() is None))
     stopper.start()
     stopper.join(0.1)
     assert not returned  # stop() waits while the check runs
     release.set()
-    stopper.join(5)
+    stopper.join(DEADLINE)
     assert returned and done.is_set()  # stop() returned only after the check finished
 
 
@@ -108,7 +108,7 @@ def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
         raise OSError("connection reset")
 
     holder.append(pool.watch(0.01, check=broken_check, on_lost=on_lost))
-    assert stopped.wait(5)
+    assert stopped.wait(DEADLINE)
 
 
 def test_no_check_runs_after_stop() -> None:
@@ -130,12 +130,12 @@ def test_idle_threads_are_bounded() -> None:
 
     def check() -> bool:
         running.release()
-        go.wait(30)  # each first check holds its thread: five watches need five threads
+        go.wait(DEADLINE)  # each first check holds its thread: five watches need five threads
         return True
 
     watches = [pool.watch(0.01, check=check, on_lost=lambda: None) for _ in range(5)]
     for _ in range(5):
-        assert running.acquire(timeout=30)  # every watch came due and runs on a thread
+        assert running.acquire(timeout=DEADLINE)  # every watch came due and runs on a thread
     go.set()
     for watch in watches:
         watch.stop()
@@ -165,10 +165,10 @@ def test_a_readable_socket_runs_the_check_at_once_and_a_loss_is_confirmed_by_it(
 
     watch = pool.watch(60.0, check=check, on_lost=lost.set, fd=ours.fileno())
     server.send(b"N")  # a notice: readable, the check runs, the lock is still held
-    assert checked.acquire(timeout=30)
+    assert checked.acquire(timeout=DEADLINE)
     assert not lost.is_set()
     held[0] = False
     server.close()  # the server ended the session
-    assert lost.wait(30)
+    assert lost.wait(DEADLINE)
     watch.stop()
     ours.close()
