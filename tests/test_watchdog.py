@@ -97,10 +97,12 @@ def test_stop_waits_for_a_running_check() -> None:
 
 def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
     pool = WatchdogPool()
-    stopped = threading.Event()
+    stopped, registered = threading.Event(), threading.Event()
     holder: list = []
 
     def on_lost() -> None:
+        # the check may come due before watch() has returned to the test (a busy machine)
+        assert registered.wait(DEADLINE)
         holder[0].stop()  # a callback that finishes the attempt from the watchdog thread
         stopped.set()
 
@@ -108,6 +110,7 @@ def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
         raise OSError("connection reset")
 
     holder.append(pool.watch(0.01, check=broken_check, on_lost=on_lost))
+    registered.set()
     assert stopped.wait(DEADLINE)
 
 
