@@ -4,6 +4,7 @@ child processes; the instant is placed with faultpoints.set_hook."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -143,17 +144,17 @@ def test_sigint_while_run_once_takes_the_lock(step, pg_url, pg_conn, uid, hooks,
     job, key = f"kenter_{uid}", int(uid[:8], 16) + 11
     config = _config(pg_url, job, key)
     hooks.append(step)
-    # Ctrl-C as the main thread receives it. A signal sent to the whole process may be taken by
-    # any thread (other tests leave idle watchdog threads); Python then acts on it only at the
-    # main thread's next instruction, which on a loaded machine can come after a blocking
-    # connect has returned, so the instant would no longer be `step`.
-    main = threading.main_thread().ident
-    assert main is not None
-    fp.set_hook(step, lambda: signal.pthread_kill(main, signal.SIGINT))
+    seen: list[object] = []  # what the process looked like when Ctrl-C came, for a failure
+
+    def ctrl_c() -> None:
+        seen.append((signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+        os.kill(os.getpid(), signal.SIGINT)
+
+    fp.set_hook(step, ctrl_c)
     body: list[str] = []
     with pytest.raises(KeyboardInterrupt), run_once(job, config=config) as run:
         body.append("ran")
-        assert not run.acquired
+        assert not run.acquired, seen
     assert body == [], "the body never ran"
     assert pg_lock_holder(pg_conn, key) is None
     if step == fp.AFTER_ACQUIRE:
