@@ -15,7 +15,18 @@ import pytest
 from conftest import PYTHON
 
 CASES_FILE = Path(__file__).parent / "data" / "bad_cli.txt"
-SUBCOMMANDS = ("locks", "release", "run", "dupes", "history", "check", "schedule")
+SUBCOMMANDS = (
+    "locks",
+    "release",
+    "run",
+    "dupes",
+    "history",
+    "check",
+    "schedule",
+    "metrics",
+    "init",
+    "completion",
+)
 
 
 def cases() -> list[tuple[str, str]]:

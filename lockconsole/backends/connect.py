@@ -101,7 +101,8 @@ def connect_pg(
             **params,
         )
     except psycopg.Error as exc:
-        raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
+        text = scrub(first_line(exc), url)
+        raise DatabaseError(f"{url.masked}: {text}{too_many_hint(text, url)}") from None
 
 
 def local_address(conn: PgConnection[Any]) -> tuple[Any, ...] | None:
@@ -169,7 +170,8 @@ def connect_mysql(
     try:
         return pymysql.connect(**kwargs)
     except pymysql.MySQLError as exc:
-        raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
+        text = scrub(first_line(exc), url)
+        raise DatabaseError(f"{url.masked}: {text}{too_many_hint(text, url)}") from None
 
 
 def connect_sqlite(url: DatabaseURL) -> sqlite3.Connection:
@@ -187,6 +189,31 @@ def connect(url: DatabaseURL, *, application_name: str = "lockconsole") -> Any:
     if url.dialect == "mysql":
         return connect_mysql(url)
     return connect_sqlite(url)
+
+
+# A server (or PgBouncer) out of connections says one of these.
+TOO_MANY = (
+    "too many clients",  # PostgreSQL: max_connections reached
+    "too many connections",  # PostgreSQL: a role's or database's limit; MySQL: 1040
+    "remaining connection slots are reserved",  # PostgreSQL: only reserved slots left
+    "no more connections allowed",  # PgBouncer: max_client_conn reached
+)
+
+
+def too_many_hint(text: str, url: DatabaseURL) -> str:
+    """What to do when the server is out of connections, to follow its error; else ""."""
+    if not any(words in text.lower() for words in TOO_MANY):
+        return ""
+    held = " -- every instance holds its connections for the whole attempt: "
+    if url.dialect == "postgresql":
+        return (
+            f'{held}put PgBouncer (transaction pooling) in front and use strategy = "pg-xact",'
+            " or have fewer instances connect directly (README: Sizing connections)"
+        )
+    return (
+        f"{held}have fewer instances connect at once, or raise the server's max_connections"
+        " (README: Sizing connections)"
+    )
 
 
 def first_line(exc: BaseException) -> str:

@@ -73,11 +73,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from lockconsole.demo import cli as demo_cli
 
         demo_cli.add_parser(sub)
+        _add_plugged(sub, parser)
     for subparser in sub.choices.values():  # --read-only after the command word too
         subparser.add_argument(
             "--read-only", action="store_true", default=argparse.SUPPRESS, help=READ_ONLY_HELP
         )
     return parser
+
+
+def _add_plugged(sub: argparse._SubParsersAction, parser: argparse.ArgumentParser) -> None:
+    """Commands in modules of their own: each sets its `handler` default."""
+    from lockconsole.cli import completion
+    from lockconsole.metrics import command as metrics_command
+    from lockconsole.starter import command as init_command
+
+    metrics_command.add_parser(sub)
+    init_command.add_parser(sub)
+    completion.add_parser(sub, parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,6 +124,8 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             from lockconsole.cli import views as cli_views
 
             return cli_views.dispatch(args)
+        if getattr(args, "handler", None) is not None:  # a command that lives in its own module
+            return int(args.handler(args))
         if args.command == "demo":
             from lockconsole.demo import cli as demo_cli
 

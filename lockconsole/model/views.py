@@ -114,3 +114,5 @@ class Snapshot:
     errors: tuple[tuple[str, str], ...] = ()  # (database, error) for each database that failed
     sources: tuple[tuple[str, str], ...] = ()  # (database, where its holders were read)
     notes: tuple[tuple[str, str], ...] = ()  # (database, what privileges or setup hide)
+    duplicates: tuple[tuple[str, int, int], ...] = ()  # (job, duplicate groups, surplus rows)
+    read_seconds: tuple[tuple[str, float], ...] = ()  # (database, how long its reads took)

@@ -1,0 +1,1 @@
+"""Prometheus metrics of what the console shows: `lockconsole metrics`."""

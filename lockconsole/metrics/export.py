@@ -1,0 +1,84 @@
+"""The figures as Prometheus metrics: a collector over the Console, served or written to a file.
+
+Needs the `prometheus_client` package (the `metrics` extra); lockconsole.metrics.command checks
+for it before importing this module.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from lockconsole.metrics.figures import PREFIX, figures
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+
+
+class ConsoleCollector(Collector):
+    """Takes one console snapshot per scrape and yields its figures as gauges."""
+
+    def __init__(self, console: ConsoleFacade, *, duplicates: bool | None) -> None:
+        self.console = console
+        self.duplicates = duplicates  # True: scan now; None: the latest background scan
+        self._lock = threading.Lock()  # one snapshot at a time, however many scrapers
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing at registration: a scrape is the only time the databases are read
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            started = time.monotonic()
+            snap = self.console.snapshot(duplicates=self.duplicates)
+            took = time.monotonic() - started
+        for figure in figures(snap, self.console.config, took):
+            family = GaugeMetricFamily(PREFIX + figure.name, figure.help, labels=figure.labels)
+            for labels, value in figure.samples:
+                family.add_metric(labels, value)
+            yield family
+
+
+def registry_for(console: ConsoleFacade, *, duplicates: bool | None) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ConsoleCollector(console, duplicates=duplicates))
+    return registry
+
+
+def serve(registry: CollectorRegistry, host: str, port: int) -> tuple[str, int, object]:
+    """Serve /metrics in a background thread; the address bound (port 0 picks one), server."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    bound = server.server_address
+    return str(bound[0]), int(bound[1]), server
+
+
+def write_textfile(registry: CollectorRegistry, path: Path) -> int:
+    """Write the metrics to `path` atomically (a temporary file beside it, then a rename), so
+    node_exporter never reads half a file; the bytes written."""
+    data = generate_latest(registry)
+    folder = path.parent
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # node_exporter often runs as another user
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+    return len(data)

@@ -1,0 +1,1 @@
+"""`lockconsole init`: probe a database and write a commented starter lockconsole.toml."""
