@@ -112,7 +112,9 @@ class SlowConsole(SampleConsole):
 
     def snapshot(self, *, duplicates: bool = False) -> Snapshot:
         self.calls += 1
-        self.gate.wait(30)
+        # held until the test opens the gate (it always does, in a finally); the bound only
+        # keeps a broken test from leaving a thread behind for ever
+        self.gate.wait(600)
         return super().snapshot()
 
 
