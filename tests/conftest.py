@@ -69,6 +69,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report.longrepr = f"skipped under CI=true, which is not allowed here: {reason}"
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_are_left_as_found() -> Iterator[None]:
+    """A test (or the code it runs) that leaves a SIGINT/SIGTERM handler behind fails: a later
+    test would otherwise see Ctrl-C or SIGTERM do something else."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {s: signal.getsignal(s) for s in before}
+    for s in after:
+        signal.signal(s, before[s])  # the next test starts clean either way
+    left = {signal.Signals(s).name: h for s, h in after.items() if h != before[s]}
+    assert not left, f"signal handlers left behind: {left}"
+
+
 def _pg_reachable(url: str) -> str | None:
     import psycopg
 

@@ -67,13 +67,20 @@ def sync(test: Callable[..., Any]) -> Callable[..., Any]:
 
 
 async def settle(app: Any, pilot: Any, *, expect_failure: bool = False) -> None:
-    """Wait for every worker of `app`, then for the screen to update.
+    """Wait for the console's first refresh to have started (it is not a worker yet right after
+    the app starts), then for every worker of `app`, then for the screen to update.
 
     A worker that fails is a test failure (WorkerFailed propagates) unless the test says it
     expects one (`expect_failure=True`), and then one must have failed.
     """
     from textual.worker import WorkerFailed
 
+    if hasattr(app, "refresh_started"):  # the console: its first refresh follows its first frame
+        await until(
+            pilot,
+            lambda: app.refresh_started is not None or app.snapshot is not None or app.errors,
+            what="the console's first refresh to start",
+        )
     try:
         await app.workers.wait_for_complete()
     except WorkerFailed:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import wait_for as wait_for  # re-exported: the stop tests import it from here
+
 # Writes "started", sleeps, then "finished": a job stopped mid-run never writes the second.
 STEPS = (
     "import sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "

@@ -184,3 +184,50 @@ def test_console_trigger_and_release_are_audited_with_the_job(
             ("trigger", job, "succeeded"),
         ]
         assert all(f"{e.os_user}@{e.host}" == ACTOR for e in entries)
+
+
+def test_an_account_that_may_not_add_the_column_is_told_the_one_statement_its_owner_runs(
+    fresh_pg: str, uid: str, write_config, cli_env: dict[str, str]
+) -> None:
+    """An older ledger and a least-privilege account (no ALTER): the run refuses in one line
+    (exit 2) naming the ALTER its owner runs once; no lock stays held and no row is written."""
+    ledger_db = Database("ledger", parse_url(fresh_pg))
+    with Ledger(ledger_db) as ledger:
+        ledger.create_schema()
+        with ledger._sa_engine().begin() as conn:
+            conn.exec_driver_sql(f"ALTER TABLE {TABLE} DROP COLUMN actor")
+    role = f"runner_{uid}"
+    with psycopg.connect(fresh_pg, autocommit=True) as admin:
+        admin.execute(f"create role {role} login")
+        admin.execute(f"grant select, insert, update on {TABLE} to {role}")
+        admin.execute(f"grant usage on all sequences in schema public to {role}")
+        admin.execute(f"grant select on all tables in schema public to {role}")
+    try:
+        url = fresh_pg.replace("postgres@", f"{role}@", 1)
+        job = f"nightly_{uid}"
+        config = write_config(
+            f"""
+            [databases.main]
+            url = "{url}"
+            [jobs.{job}]
+            database = "main"
+            strategy = "pg-session"
+            """
+        )
+        done = cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "its owner must run once: ALTER TABLE" in lines[0] and "actor" in lines[0]
+        with psycopg.connect(fresh_pg, autocommit=True) as admin:
+            rows = admin.execute(f"select count(*) from {TABLE}").fetchone()
+            held = admin.execute("select count(*) from pg_locks where locktype = 'advisory'")
+            assert rows == (0,) and held.fetchone() == (0,)
+            # the owner adds it once, as told: the same account's run then records
+            admin.execute(lines[0].split("its owner must run once: ", 1)[1].split(" (the ")[0])
+        again = cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
+        assert again.returncode == 0, again.stderr
+    finally:
+        with psycopg.connect(fresh_pg, autocommit=True) as admin:
+            admin.execute(f"drop owned by {role}")
+            admin.execute(f"drop role {role}")

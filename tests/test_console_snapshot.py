@@ -12,6 +12,8 @@ from lockconsole.console.facade import Console
 from lockconsole.console.stale import mark_stale
 from lockconsole.model.views import Holder
 
+from helpers import DEADLINE
+
 
 def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]
     rows = pg_conn.execute(
@@ -21,7 +23,7 @@ def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def _wait_gone(pg_conn, app: str, pid: int) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + DEADLINE
     while pid in _pids(pg_conn, app) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid not in _pids(pg_conn, app)

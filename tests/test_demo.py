@@ -23,6 +23,7 @@ from lockconsole.demo.instance import AlignedClock
 from lockconsole.demo.scenario import night_schedule
 
 from conftest import PYTHON, ROOT
+from helpers import DEADLINE
 
 NIGHT = 6  # a night with room for its billing run (a quarter of it) on a busy 2-core machine
 RUN_FOR = 20
@@ -115,7 +116,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
 
         # the stale holder: listed as stale once its failed run has settled
         stale = []
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + DEADLINE
         with Console(config, read_only=True) as console:
             while not stale and time.monotonic() < deadline:
                 snap = console.snapshot()
@@ -168,7 +169,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
     assert {"double_run", "stale_holder", "duplicates"} <= kinds
     assert summary["duplicates"]["groups"] == 120
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + DEADLINE
     while (left := _left_behind(state, pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"left running after the demo: {left}"

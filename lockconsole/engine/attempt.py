@@ -154,6 +154,7 @@ class Attempt:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
         self.lost.set()
         log_attempt("lock_lost", self.run, message="lock or its connection went away")
+        faultpoints.reach(faultpoints.LOCK_LOST)  # flagged: the job's next check() raises
         for callback in self.on_lock_lost if callbacks else ():
             try:
                 callback(self)

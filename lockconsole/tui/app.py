@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
@@ -34,7 +33,7 @@ from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
-from lockconsole.tui.bindings import ACTIONS, VIEW_KEYS, app_bindings
+from lockconsole.tui.bindings import app_bindings
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
@@ -245,19 +244,9 @@ class LockConsoleApp(App[int]):
     # --- help --------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        from lockconsole.tui.screens.help import HelpScreen
+        from lockconsole.tui.screens.help import HelpScreen, help_rows
 
-        self.push_screen(HelpScreen(self.help_rows()))
-
-    def help_rows(self) -> list[tuple[str, str]]:
-        """(key, description) of every action the dashboard allows now, as the keymap binds it."""
-        rows = []
-        for a in ACTIONS:
-            if a.mutates and self.read_only:  # refused: not offered
-                continue
-            key = self._keymap.get(a.id, a.key) if a.id else a.key
-            rows.append((self.get_key_display(Binding(key, a.action)), a.help))
-        return rows + list(VIEW_KEYS)
+        self.push_screen(HelpScreen(help_rows(self, read_only=self.read_only)))
 
     # --- trigger and release: asked by the dashboard, run here --------------------------
 

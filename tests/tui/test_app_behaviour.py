@@ -25,7 +25,7 @@ from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.sample import FROZEN_NOW, many_holders
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.dashboard import DashboardScreen
-from lockconsole.tui.screens.help import HelpScreen
+from lockconsole.tui.screens.help import HelpScreen, help_rows
 from lockconsole.tui.widgets.holder_rows import holder_key
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import selected_key
@@ -63,7 +63,7 @@ async def test_keys_from_the_config_file_rebind_by_binding_id(tmp_path: Any) -> 
             await pilot.press("h")
             await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help on h")
             await pilot.press("escape")
-            rows = app.help_rows()
+            rows = help_rows(app, read_only=False)
             assert ("k", "Force-release the selected lock holder (type its job name)") in rows
             assert ("h", "Show every key") in rows
     finally:
@@ -112,7 +112,9 @@ class SlowConsole(SampleConsole):
 
     def snapshot(self, *, duplicates: bool = False) -> Snapshot:
         self.calls += 1
-        self.gate.wait(30)
+        # held until the test opens the gate (it always does, in a finally); the bound only
+        # keeps a broken test from leaving a thread behind for ever
+        self.gate.wait(600)
         return super().snapshot()
 
 

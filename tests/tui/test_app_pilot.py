@@ -35,7 +35,9 @@ from tcp_proxy import SwitchableProxy
 SIZE = (100, 30)
 
 
-def config_for(uid: str, pg_url: str | None = None, mysql_url: str | None = None) -> Config:
+def pg_and_mysql_config(
+    uid: str, pg_url: str | None = None, mysql_url: str | None = None
+) -> Config:
     text = ""
     if pg_url:
         text += f"""
@@ -133,7 +135,7 @@ async def release_through_modal(app: LockConsoleApp, pilot: Any, holder: Holder)
 async def test_pg_holder_appears_and_release_ends_its_session(
     pg_url, pg_conn, uid, make_console
 ) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:
@@ -173,7 +175,7 @@ def _mysql_alive(mysql_conn: Any, conn_id: int) -> bool:
 async def test_mariadb_holder_appears_and_release_kills_it(
     mysql_url, mysql_conn, uid, make_console
 ) -> None:
-    config = config_for(uid, mysql_url=mysql_url)
+    config = pg_and_mysql_config(uid, mysql_url=mysql_url)
     job = f"my_{uid}"
     holder_conn = _mysql(mysql_url)
     try:
@@ -197,7 +199,7 @@ async def test_mariadb_holder_appears_and_release_kills_it(
 
 @sync
 async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"cmd_{uid}"
     app = LockConsoleApp(make_console(config, instance=f"ops-{uid}"))
     async with app.run_test(size=SIZE) as pilot:
@@ -223,7 +225,7 @@ async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make
 async def test_trigger_while_another_session_holds_the_lock_says_who(
     pg_url, uid, make_console
 ) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"cmd_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True, application_name=f"other-{uid}")
     try:
@@ -244,7 +246,7 @@ async def test_trigger_while_another_session_holds_the_lock_says_who(
 
 @sync
 async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:
@@ -295,7 +297,7 @@ async def test_a_database_that_goes_away_shows_the_banner_and_recovers(
     pg_url, pg_proxy, uid, make_console
 ) -> None:
     proxy, flaky_url = pg_proxy
-    config = config_for(uid, pg_url=flaky_url)
+    config = pg_and_mysql_config(uid, pg_url=flaky_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)  # direct: it outlives the cut
     try:
@@ -325,7 +327,7 @@ async def test_a_database_that_goes_away_shows_the_banner_and_recovers(
 
 @sync
 async def test_filter_narrows_holders_and_history(pg_url, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:

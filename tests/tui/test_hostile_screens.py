@@ -22,6 +22,8 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holder_rows import FIELDS
 from lockconsole.tui.widgets.holders import HoldersView
 
+from helpers import settle
+
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")
 
@@ -46,11 +48,6 @@ def assert_inert(app: LockConsoleApp, where: str) -> str:
     leftover = OWN_SEQUENCES.sub("", out)
     assert not raw_controls(leftover), (where, raw_controls(leftover))
     return out
-
-
-async def settle(app: LockConsoleApp, pilot: Any) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 async def loaded(app: LockConsoleApp, pilot: Any) -> None:

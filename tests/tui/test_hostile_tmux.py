@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from hostile import World, hostile_world
 
-from helpers import Tmux
+from helpers import Tmux, unavailable
 
-CI = os.environ.get("CI") == "true"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,9 +38,7 @@ def modal_open(lines: list[str]) -> bool:
 
 def test_status_line_survives_the_release_modal_of_every_hostile_holder(world: World) -> None:
     if shutil.which("tmux") is None:
-        if CI:
-            pytest.fail("tmux is needed (apt-get install tmux)")
-        pytest.skip("tmux is not installed")
+        unavailable("tmux is not installed (apt-get install tmux)")
     binary = Path(sys.executable).with_name("lockconsole")
     command = [str(binary)] if binary.exists() else [sys.executable, "-m", "lockconsole"]
     env = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "HOME": os.environ.get("HOME", "/")}

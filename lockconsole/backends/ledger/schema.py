@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from lockconsole.model.errors import LedgerDenied
 from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
@@ -152,9 +153,16 @@ def migrate(engine: Any) -> list[str]:
         quoted = conn.dialect.identifier_preparer.quote(TABLE)
         for spec in missing:
             ddl = CreateColumn(table.c[spec.name]).compile(dialect=conn.dialect)
+            statement = f"ALTER TABLE {quoted} ADD COLUMN {ddl}"
             try:
-                conn.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {ddl}")
-            except SQLAlchemyError:
-                if spec.name not in present():
-                    raise
+                conn.exec_driver_sql(statement)
+            except SQLAlchemyError as exc:
+                if spec.name in present():  # another instance added it meanwhile
+                    continue
+                said = " ".join(str(getattr(exc, "orig", None) or exc).split())
+                raise LedgerDenied(
+                    f"the run ledger {TABLE} lacks the column {spec.name} that this release "
+                    f"records, and this account may not add it; its owner must run once: "
+                    f"{statement} (the server said: {said})"
+                ) from None
     return [spec.name for spec in missing]
