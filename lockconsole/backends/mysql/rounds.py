@@ -81,7 +81,9 @@ class MysqlRounds(Rounds):
         if got is None:  # the server refused the name: the one-statement path says why
             return None
         lock.held = int(got) == 1 and not unlocked
-        if outcome == "paused":  # decide_run let the lock go again
+        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
+            if lock.held:
+                lock.release()
             return record_pause(ledger, run, row[7:11])
         if outcome is None:
             return None  # an earlier attempt of the slot is still "acquired"

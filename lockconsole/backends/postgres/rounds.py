@@ -164,7 +164,9 @@ class SessionRounds(Rounds):
         if not ledger._ports_seen and ledger._conn is None:
             ledger._ports_seen = True  # the lock's connection stands for the ledger's here
         lock.held = bool(got) and not unlocked
-        if outcome == "paused":  # decide_run let the lock go again
+        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
+            if lock.held:
+                lock.release()
             return record_pause(ledger, run, row[5:9])
         if outcome is None:
             return None  # the guard stopped the try, or a claim is still "acquired"
