@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from lockconsole.backends import sqlfiles
 from lockconsole.config.loader import Config, load_config
 from lockconsole.console.reports import alerts, firings, format_slot, slot_reports
 from lockconsole.console.stale import ORPHANED, mark_stale
@@ -301,16 +302,21 @@ def test_idle_session_holding_the_key_is_stale(setup, cli_env, plain_session, pg
 
 
 def test_lock_kept_after_its_run_finished_is_stale(setup, plain_session, monkeypatch):
-    """(d) The unlock went nowhere (as through a transaction pooler): the run is over, the
-    lock is still held by its session."""
+    """(d) The unlock did not free the key: the run is over, the lock is still held by its
+    session. The job takes its key once more on the lock's own session while it runs (session
+    advisory locks stack), so the finish's one unlock leaves a real hold behind; the session is
+    kept open after the run."""
     from lockconsole import run_once
 
     config, cfg, job = setup("kept_lock")
     with run_once(job.name, config=cfg, instance="web-1") as attempt:
         assert attempt.acquired
         lock = attempt.lock
-        monkeypatch.setattr(lock, "release", lambda: None)
+        suffix = "_pair" if "key1" in lock._params else ""
+        query = sqlfiles.load("try_advisory_lock_plain" + suffix)
+        assert lock.conn.execute(query, lock._params).fetchone()[0] is True
         monkeypatch.setattr(lock, "close", lambda: None)
+    assert not lock.held  # the run let its own hold go: the one taken on top of it remains
     try:
         run = attempt.run
         assert run.outcome == "succeeded"

@@ -7,7 +7,7 @@ sends after the server last spoke: a pipeline of two statements is one. Kept con
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import pytest
@@ -81,6 +81,53 @@ def test_round_trips_of_an_attempt(request, uid, strategy, turns):  # type: igno
         assert _turns(counting, lambda: attempt(hour)) == (turns, "succeeded")  # noqa: B023
 
 
+# a paused attempt: decide_run reads the pause and lets the lock go, then the runner writes the
+# paused row in the pause's words; pg-xact lets its transaction go (ROLLBACK), a lease its row
+PAUSED_ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 4), ("mysql", 2), ("lease", 3)]
+
+
+@pytest.mark.parametrize(("strategy", "turns"), PAUSED_ROUND_TRIPS)
+def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let_go(
+    request, uid, strategy, turns
+):  # type: ignore[no-untyped-def]
+    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.engine.runner import EXIT_SKIPPED, exit_code_for
+    from lockconsole.model.jobs import Pause
+
+    counting, url = request.getfixturevalue("mysql_proxy" if strategy == "mysql" else "proxy")
+    job = f"rt_{uid}"
+    config = _config(url, job, strategy)
+
+    def attempt(instance: str, hour: int):  # type: ignore[no-untyped-def]
+        with run_once(job, config=config, instance=instance, slot=SLOT.replace(hour=hour)) as run:
+            pass
+        return run.run
+
+    assert attempt("web-1", 0).outcome == "succeeded"  # connects; the ledger's tables exist
+    now = datetime.now(UTC)
+    pause = Pause(
+        job,
+        "incident 42: invoices doubled",
+        "ops@console",
+        now.replace(microsecond=123456) - timedelta(minutes=1),
+        now.replace(microsecond=654321) + timedelta(hours=1),
+    )
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        Controls(ledger).pause(pause)
+        attempt("web-1", 1)  # may connect the ledger's own connection (run_once keeps it)
+        turned, run = _turns(counting, lambda: attempt("web-1", 2))
+        assert (turned, run.outcome, run.message) == (turns, "paused", pause.reason())
+        assert (run.session_id, run.fencing_token, exit_code_for(run)) == (None, None, EXIT_SKIPPED)
+        [stored] = [r for r in ledger.runs(job) if r.id == run.id]
+        assert (stored.outcome, stored.message) == ("paused", pause.reason())
+        assert stored.finished_at is not None
+        Controls(ledger).resume(job, datetime.now(UTC))
+    # web-1's session is kept (REGISTRY): a hold it kept would make web-2's attempt a skip
+    assert len(REGISTRY) >= 1
+    assert attempt("web-2", 3).outcome == "succeeded"
+
+
 def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]
     counting, url = proxy
     job = f"rt_{uid}"
@@ -152,6 +199,53 @@ def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url
         with run_once(f"rt_{uid}", config=_config(fresh, f"rt_{uid}"), slot=SLOT) as run:
             assert run.acquired, run.run.message
         assert run.run.outcome == "succeeded"
+    finally:
+        REGISTRY.close_all()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid, caplog):  # type: ignore[no-untyped-def]
+    """An older ledger (runs, no lockconsole_controls): decide_run fails on the missing table, the
+    attempt goes on one statement at a time, whose pause lookup creates it; pauses then hold."""
+    import psycopg
+
+    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Pause
+
+    name = f"h_controls_{uid}"
+    parts = urlsplit(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')  # a constant prefix and a hex suffix
+    try:
+        fresh = pg_url.replace(parts.path, "/" + name)
+        job = f"rt_{uid}"
+        config = _config(fresh, job)
+
+        def attempt(hour: int):  # type: ignore[no-untyped-def]
+            with run_once(job, config=config, slot=SLOT.replace(hour=hour)) as run:
+                pass
+            return run.run
+
+        assert attempt(0).outcome == "succeeded"
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute("DROP TABLE lockconsole_controls")
+        REGISTRY.close_all()
+        with caplog.at_level("DEBUG", logger="lockconsole.engine.runner"):
+            assert attempt(1).outcome == "succeeded"
+        assert any(
+            "decide_run failed" in r.getMessage() and "lockconsole_controls" in r.getMessage()
+            for r in caplog.records
+        ), [r.getMessage() for r in caplog.records]
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regclass('lockconsole_controls')").fetchone()[0]
+        assert found == "lockconsole_controls"
+        pause = Pause(job, "older ledger", "ops@console", datetime.now(UTC))
+        with Ledger(config.ledger_for(config.job(job))) as ledger:
+            Controls(ledger).pause(pause)
+        run = attempt(2)
+        assert (run.outcome, run.message) == ("paused", pause.reason())
     finally:
         REGISTRY.close_all()
         with psycopg.connect(pg_url, autocommit=True) as admin:

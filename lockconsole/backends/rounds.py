@@ -29,7 +29,8 @@ class Finished(NamedTuple):
 class Rounds:
     """An attempt's merged statements: `decide` at its start, `finish` at its end.
 
-    `decide` returns the recorded Run ("acquired" or "skipped"), or None when the runner must go
+    `decide` returns the recorded Run ("acquired", "skipped" or "paused"; a paused attempt has
+    let the lock go again), or None when the runner must go
     on one statement at a time (the lock's `held` then tells whether it is held). `finish`
     returns what it did, or None with the lock untouched.
     """
@@ -61,4 +62,17 @@ def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id:
         message=message,
         session_id=session_id,
         finished_at=params["finished"] if outcome == "skipped" else None,
+    )
+
+
+def record_pause(ledger: Ledger, run: Run, pause_row: tuple[Any, ...]) -> Run:
+    """Record the attempt as "paused" by the control row decide_run answered: the same row the
+    one-statement-at-a-time path writes (the pause's reason as its message)."""
+    from lockconsole.backends.ledger.controls import pause_from
+    from lockconsole.model.jobs import evolve
+    from lockconsole.model.slots import utcnow
+
+    pause = pause_from(run.job, pause_row, run.started_at)
+    return ledger.record(
+        evolve(run, outcome="paused", finished_at=utcnow(), message=pause.reason())
     )

@@ -118,9 +118,10 @@ def begin(
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
-        pause = pause_of(ledger, job.name, started)  # the control lookup (pauses)
-        if pause is not None:
-            return _skipped(job, ledger, base, pause.reason(), lock, sessions, key, "paused")
+        if rounds_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
+            pause = pause_of(ledger, job.name, started)
+            if pause is not None:
+                return _skipped(job, ledger, base, pause.reason(), lock, sessions, key, "paused")
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
             stop.enter_holding()
@@ -138,9 +139,9 @@ def begin(
         _close_quietly(lock)
         ledger.close()
         raise
-    if run.outcome == "skipped":
+    if run.outcome in ("skipped", "paused"):
         give_back(sessions, key, lock, ledger, keep=True)
-        log_attempt("skipped", run)
+        log_attempt(run.outcome, run)
         return Attempt(job, run, None, ledger)
     attempt = Attempt(
         job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key, rounds=rounds
@@ -165,15 +166,20 @@ def _decide(
 ) -> tuple[Run, Rounds | None]:
     """Try the lock, check the slot's claim under it, record the attempt: the recorded Run.
 
-    Where the merged statements apply (backends/postgres/rounds.py) this is one round trip;
-    whatever they leave undecided goes on here one statement at a time, from where they left
-    the lock (held or not).
+    Where the merged statements apply (backends/rounds.py) this is one round trip, the job's
+    pause read in it; whatever they leave undecided goes on here one statement at a time, from
+    where they left the lock (held or not), asking for the pause first.
     """
     rounds = rounds_for(lock, database, ledger_database)
     if rounds is not None:
         decided = rounds.decide(ledger, base, claims=claims)
         if decided is not None:
             return decided, rounds
+        pause = pause_of(ledger, job.name, base.started_at)
+        if pause is not None:
+            if getattr(lock, "held", False):
+                lock.release()
+            return _record_skip(ledger, base, pause.reason(), "paused"), rounds
     if not (getattr(lock, "held", False) or lock.acquire()):
         return _record_skip(ledger, base, SKIP_HELD), rounds
     if claims:
@@ -254,8 +260,8 @@ def _skipped(
     return Attempt(job, run, None, ledger)
 
 
-def _record_skip(ledger: Ledger, base: Run, reason: str) -> Run:
-    return ledger.record(evolve(base, outcome="skipped", finished_at=utcnow(), message=reason))
+def _record_skip(ledger: Ledger, base: Run, reason: str, outcome: Outcome = "skipped") -> Run:
+    return ledger.record(evolve(base, outcome=outcome, finished_at=utcnow(), message=reason))
 
 
 def _close_quietly(lock: Lock) -> None:

@@ -219,11 +219,15 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
             ledger.create_schema()
     pg_conn.execute(f"create role {role} login")
     pg_conn.execute(f"grant select, insert on lockconsole_runs to {role}")
+    pg_conn.execute(f"grant select on lockconsole_controls to {role}")  # pauses must be read
     pg_conn.execute(f"grant usage on sequence lockconsole_runs_id_seq to {role}")
     pg_conn.execute(f"grant create on schema public to {role}")
+    hosts = ("%", "localhost")  # 'localhost' too: an anonymous ''@localhost would win
     with mysql_conn.cursor() as cur:
-        cur.execute(f"CREATE USER '{role}'@'%' IDENTIFIED BY 'pw{uid}'")
-        cur.execute(f"GRANT SELECT, INSERT ON `{schema}`.lockconsole_runs TO '{role}'@'%'")
+        for host in hosts:
+            cur.execute(f"CREATE USER '{role}'@'{host}' IDENTIFIED BY 'pw{uid}'")
+            cur.execute(f"GRANT SELECT, INSERT ON `{schema}`.lockconsole_runs TO '{role}'@'{host}'")
+            cur.execute(f"GRANT SELECT ON `{schema}`.lockconsole_controls TO '{role}'@'{host}'")
 
     def url(which: str) -> tuple[str, str]:
         parts = urlsplit(admin[which])
@@ -233,13 +237,15 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
 
     yield url
     pg_conn.execute(f"revoke all on lockconsole_runs from {role}")
+    pg_conn.execute(f"revoke all on lockconsole_controls from {role}")
     pg_conn.execute(f"revoke all on sequence lockconsole_runs_id_seq from {role}")
     pg_conn.execute(f"revoke create on schema public from {role}")
     pg_conn.execute(f"drop owned by {role}")
     pg_conn.execute(f"drop role if exists {role}")
     mysql_conn.ping()
     with mysql_conn.cursor() as cur:
-        cur.execute(f"DROP USER IF EXISTS '{role}'@'%'")
+        for host in hosts:
+            cur.execute(f"DROP USER IF EXISTS '{role}'@'{host}'")
         cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
 
 
@@ -256,7 +262,8 @@ def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid,
     assert not marker.exists()  # the job never started
     assert any("UPDATE" in ln and "lockconsole_runs" in ln for ln in lines), err
     assert "Traceback" not in err
-    assert [r for r in runs_of(config, job) if r.outcome == "acquired"] == []
-    held = _run(_config(tmp_path / "admin", admin, job, strategy, uid), job, "web-2")
+    admin_config = _config(tmp_path / "admin", admin, job, strategy, uid)
+    assert [r for r in runs_of(admin_config, job) if r.outcome == "acquired"] == []
+    held = _run(admin_config, job, "web-2")
     code_b, out_b, err_b = _done(held)  # no lock was left held: the admin role gets it at once
     assert (code_b, out_b.get("outcome")) == (0, "succeeded"), (code_b, out_b, err_b)

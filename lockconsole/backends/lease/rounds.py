@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.lease.lock import LeaseLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -83,6 +83,10 @@ class LeaseRounds(Rounds):
             lock.held, lock.lost_before_release = True, False
             lock.fencing_token = int(token_text) if token_text else None
         outcome, claim_id = row[0], row[2]
+        if outcome == "paused":
+            if lock.held:
+                lock.release()
+            return record_pause(ledger, run, row[5:9])
         if outcome is None:
             return None  # an earlier attempt of the slot is still "acquired"
         if outcome == "skipped" and claim_id is not None:

@@ -5,8 +5,9 @@ statements ride the lock's connection, sent together (the connection allows seve
 per call) and committed one by one (autocommit):
 
 - **decide and record** (`decide_run_mysql.sql`): the probe of the UPDATE privilege, GET_LOCK,
-  the slot's claim read after the lock was taken, the INSERT of "acquired" or "skipped", and
-  RELEASE_LOCK when the slot already succeeded;
+  the slot's claim read after the lock was taken, the job's pause, the INSERT of "acquired" or
+  "skipped", and RELEASE_LOCK when the slot already succeeded or the job is paused (the paused
+  attempt is then recorded in the pause's words);
 - **finish and release** (`finish_release_run_mysql.sql`): IS_USED_LOCK = CONNECTION_ID(), the
   conditional outcome UPDATE (committed on its own), then RELEASE_LOCK.
 
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.ledger.times import to_db
 from lockconsole.backends.mysql.lock import MysqlLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -75,11 +76,15 @@ class MysqlRounds(Rounds):
         if row is None:
             self._undecided(None)
             return None
-        outcome, _, claim_id, _, unlocked, got, connection_id = row
+        outcome, _, claim_id, _, unlocked, got, connection_id = row[:7]
         lock.session_id = int(connection_id)
         if got is None:  # the server refused the name: the one-statement path says why
             return None
         lock.held = int(got) == 1 and not unlocked
+        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
+            if lock.held:
+                lock.release()
+            return record_pause(ledger, run, row[7:11])
         if outcome is None:
             return None  # an earlier attempt of the slot is still "acquired"
         if claim_id is not None and int(got) == 1 and not unlocked:

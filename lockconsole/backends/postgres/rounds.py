@@ -7,9 +7,11 @@ pg-session with the ledger in the lock's own database (`Rounds` on the lock's co
   (behind the pooler guard on a new connection) and leaves its answer in the transaction-local
   setting `lockconsole.got`; the second (`decide_run`) reads it, checks the slot's claim and
   inserts the attempt as "acquired" or "skipped", letting the lock go again when the slot already
-  succeeded. They are two statements, not one, because a statement reads the ledger as of its
-  own start: a single statement would look for the slot's claim with a snapshot taken before its
-  try-lock, and could miss a run that committed and let the lock go in between. The pipeline
+  succeeded or the job is paused (a pause in force is read in the same statement; the paused
+  attempt is then recorded in the pause's words). They are two statements, not one, because a
+  statement reads the ledger as of its own start: a single statement would look for the slot's
+  claim with a snapshot taken before its try-lock, and could miss a run that committed and let
+  the lock go in between. The pipeline
   ends in one Sync, so both run in one implicit transaction (the skip or the "acquired" row
   commits with it, before the job starts); the session lock does not depend on that commit.
 - **finish and release**: one statement (`finish_release_run`): the pg_locks check, the outcome
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -162,6 +164,10 @@ class SessionRounds(Rounds):
         if not ledger._ports_seen and ledger._conn is None:
             ledger._ports_seen = True  # the lock's connection stands for the ledger's here
         lock.held = bool(got) and not unlocked
+        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
+            if lock.held:
+                lock.release()
+            return record_pause(ledger, run, row[5:9])
         if outcome is None:
             return None  # the guard stopped the try, or a claim is still "acquired"
         if got and claim_id is not None and not unlocked:
@@ -253,6 +259,10 @@ class XactRounds(Rounds):
             log.debug("decide_run failed, going on one statement at a time: %s", exc)
             return None
         outcome, claim_id = row[0], row[2]
+        if outcome == "paused":
+            if got:
+                lock.release(commit=False)
+            return record_pause(ledger, run, row[5:9])
         if outcome is None:
             return None  # an earlier attempt of the slot is still "acquired"
         if outcome == "skipped" and claim_id is not None:

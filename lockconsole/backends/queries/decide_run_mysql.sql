@@ -4,10 +4,13 @@
 -- the slot's claim (read after the lock was taken), the verdict, the INSERT of "acquired" or
 -- "skipped" (none when an earlier attempt of the slot is still "acquired": the runner then goes
 -- on one statement at a time), and the answer, which lets the lock go when the slot already
--- succeeded. [controls] marks where a job's control row (pause) would be read into a variable
--- and turned into "skipped" by the verdict.
+-- succeeded. [controls] reads the job's control row (a pause in force at the attempt's start):
+-- when GET_LOCK answered, the verdict is "paused", nothing is inserted, the lock is let go, and
+-- the pause's columns are answered so the runner records the paused attempt in its own words.
 -- The column lists come from RUN_COLUMNS (see sqlfiles.run_column_lists).
-SET @lc_got = GET_LOCK(%(name)s, 0), @lc_claim = NULL, @lc_claimed = NULL, @lc_by = NULL;
+SET @lc_got = GET_LOCK(%(name)s, 0), @lc_claim = NULL, @lc_claimed = NULL, @lc_by = NULL,
+    @lc_paused = NULL, @lc_note = NULL, @lc_paused_by = NULL, @lc_paused_at = NULL,
+    @lc_until = NULL;
 UPDATE lockconsole_runs SET outcome = outcome WHERE 1 = 0;
 SELECT id, outcome, instance INTO @lc_claim, @lc_claimed, @lc_by
 FROM lockconsole_runs
@@ -19,13 +22,21 @@ WHERE @lc_got = 1
 ORDER BY started_at, id
 LIMIT 1;
 -- [controls]
+SELECT 1, note, paused_by, paused_at, paused_until
+INTO @lc_paused, @lc_note, @lc_paused_by, @lc_paused_at, @lc_until
+FROM lockconsole_controls
+WHERE job = %(job)s
+  AND (paused_until IS NULL OR paused_until > %(started_at)s)
+LIMIT 1;
 SET @lc_outcome = CASE
+        WHEN @lc_got IS NOT NULL AND @lc_paused = 1 THEN 'paused'
         WHEN @lc_got = 0 THEN 'skipped'
         WHEN @lc_got IS NULL THEN NULL
         WHEN @lc_claim IS NULL THEN 'acquired'
         WHEN @lc_claimed = 'succeeded' THEN 'skipped'
     END,
     @lc_message = CASE
+        WHEN @lc_paused = 1 THEN NULL
         WHEN @lc_got = 0 THEN %(held_message)s
         WHEN @lc_claimed = 'succeeded'
             THEN CONCAT('slot already ran on ', @lc_by, ' (run ', @lc_claim, ', succeeded)')
@@ -39,11 +50,17 @@ FROM (
            CONNECTION_ID() AS session_id,
            %(fencing_token)s AS fencing_token
 ) decided
-WHERE decided.outcome IS NOT NULL;
+WHERE decided.outcome IN ('acquired', 'skipped');
 SELECT @lc_outcome,
        IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL),
-       @lc_claim,
+       IF(@lc_paused = 1, NULL, @lc_claim),
        @lc_message,
-       IF(@lc_outcome = 'skipped' AND @lc_claim IS NOT NULL, RELEASE_LOCK(%(name)s), NULL),
+       IF((@lc_outcome = 'skipped' AND @lc_claim IS NOT NULL)
+              OR (@lc_outcome = 'paused' AND @lc_got = 1),
+          RELEASE_LOCK(%(name)s), NULL),
        @lc_got,
-       CONNECTION_ID()
+       CONNECTION_ID(),
+       @lc_note,
+       @lc_paused_by,
+       @lc_paused_at,
+       @lc_until

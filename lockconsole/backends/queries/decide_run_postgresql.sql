@@ -9,8 +9,10 @@
 -- guard stopped the try or an earlier attempt of the slot is still "acquired": the runner then
 -- goes on one statement at a time. The UPDATE that changes no row fails the whole statement when
 -- this role could record an attempt but never close it.
--- [controls] marks where a job's control row (pause) joins: one more CTE read with the same
--- snapshot, which `verdict` turns into "skipped" with its reason.
+-- [controls] the job's control row (a pause in force at the attempt's start), read with the same
+-- snapshot: when the try was answered (got or not), the verdict is "paused", nothing is inserted,
+-- the lock (taken on this connection, %(here)s) is let go, and the pause's columns are answered so
+-- the runner records the paused attempt with the pause's own words.
 -- The column lists come from RUN_COLUMNS (see sqlfiles.run_column_lists).
 WITH tried AS MATERIALIZED (
     SELECT COALESCE(%(got)s::text, current_setting('lockconsole.got', true)) AS got
@@ -27,21 +29,33 @@ claim AS MATERIALIZED (
     LIMIT 1
 ),
 -- [controls]
+control AS MATERIALIZED (
+    SELECT note, paused_by, paused_at, paused_until
+    FROM lockconsole_controls
+    WHERE job = %(job)s
+      AND (paused_until IS NULL OR paused_until > %(started_at)s::timestamptz)
+    LIMIT 1
+),
 verdict AS MATERIALIZED (
     SELECT CASE
+               WHEN t.got IN ('true', 'false') AND p.paused_at IS NOT NULL THEN 'paused'
                WHEN t.got = 'false' THEN 'skipped'
                WHEN t.got <> 'true' OR t.got IS NULL THEN NULL
                WHEN c.id IS NULL THEN 'acquired'
                WHEN c.outcome = 'succeeded' THEN 'skipped'
            END AS outcome,
            CASE
+               WHEN p.paused_at IS NOT NULL THEN NULL
                WHEN t.got = 'false' THEN %(held_message)s
                WHEN c.outcome = 'succeeded'
                    THEN 'slot already ran on ' || c.instance || ' (run ' || c.id || ', succeeded)'
            END AS message,
-           c.id AS claim_id
+           CASE WHEN p.paused_at IS NULL THEN c.id END AS claim_id,
+           t.got AS got,
+           p.note, p.paused_by, p.paused_at, p.paused_until
     FROM tried t
     LEFT JOIN claim c ON true
+    LEFT JOIN control p ON true
 ),
 may_close AS (
     UPDATE lockconsole_runs
@@ -59,7 +73,7 @@ decided AS MATERIALIZED (
                NULLIF(current_setting('lockconsole.token', true), '')::bigint
            ) END AS fencing_token
     FROM verdict
-    WHERE outcome IS NOT NULL
+    WHERE outcome IN ('acquired', 'skipped')
 ),
 recorded AS (
     INSERT INTO lockconsole_runs ({run_insert_columns})
@@ -73,12 +87,19 @@ SELECT v.outcome,
        v.message,
        CASE
            WHEN (SELECT count(*) FROM recorded) < 0 THEN NULL
-           WHEN %(here)s::boolean AND v.outcome = 'skipped' AND v.claim_id IS NOT NULL
+           WHEN %(here)s::boolean AND (
+                   (v.outcome = 'skipped' AND v.claim_id IS NOT NULL)
+                   OR (v.outcome = 'paused' AND v.got = 'true')
+               )
                THEN CASE
                    WHEN %(key1)s::integer IS NULL THEN pg_advisory_unlock(%(key)s::bigint)
                    ELSE pg_advisory_unlock(%(key1)s::integer, %(key2)s::integer)
                END
        END,
+       v.note,
+       v.paused_by,
+       v.paused_at,
+       v.paused_until,
        inet_server_port(),
        inet_client_port()
 FROM verdict v
