@@ -156,29 +156,40 @@ def cmd_run(
     """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
     run; after, the job is stopped (or never started), the lock released, the outcome recorded.
     A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
+    from lockconsole.engine.commands import Command
     from lockconsole.engine.execute import run_target
     from lockconsole.engine.runner import begin, default_instance, exit_code_for
     from lockconsole.engine.stopping import Stop, Stopped, on_signals
 
     instance = instance or default_instance(config.instance)
     stop = Stop()
+    # the supervisor's interpreter starts while we connect; it starts the job only on "go"
+    command = None if callable(target) else Command(list(target), grace=job.stop_grace)
     with on_signals(stop):
+        if command is not None:
+            command.prepare()
         try:
-            attempt = begin(
-                job,
-                config.database_for(job),
-                config.ledger_for(job),
-                instance=instance,
-                slot=slot,
-                trigger="manual" if manual else "scheduled",
-                stop=stop,
-            )
-        except Stopped as exc:
-            logging.getLogger("lockconsole.engine.runner").warning(
-                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
-            )
-            return 128 + (stop.signum or 15)
-        run = run_target(attempt, target)
+            try:
+                attempt = begin(
+                    job,
+                    config.database_for(job),
+                    config.ledger_for(job),
+                    instance=instance,
+                    slot=slot,
+                    trigger="manual" if manual else "scheduled",
+                    stop=stop,
+                )
+            except Stopped as exc:
+                logging.getLogger("lockconsole.engine.runner").warning(
+                    "event=stopped job=%s message=%s",
+                    job.name,
+                    json.dumps(f"{exc}: before the lock"),
+                )
+                return 128 + (stop.signum or 15)
+            run = run_target(attempt, target, command=command)
+        finally:
+            if command is not None:
+                command.discard()  # never told "go" (skipped, stopped, failed): it just ends
     if as_json:
         print(json.dumps(run_json(run)), flush=True)
     if stop.signum and run.outcome != "succeeded":

@@ -91,15 +91,17 @@ def _field(text: str, low: int, high: int, names: tuple[str, ...]) -> frozenset[
             if not step_text.isdigit() or not 0 < int(step_text) <= high:
                 return None
             step = int(step_text)
-        if span == "*":
-            start, end = low, high
-        else:
+        first: int | None = low
+        last: int | None = high
+        if span != "*":
             start_text, dash, end_text = span.partition("-")
-            start = _value(start_text, low, high, names)
-            end = _value(end_text, low, high, names) if dash else start
-            if start is None or end is None or start > end or (slash and not dash):
-                return None
-        values.update(range(start, end + 1, step))
+            first = _value(start_text, low, high, names)
+            last = _value(end_text, low, high, names) if dash else first
+            if slash and not dash:
+                return None  # `5/15`: croniter's own reading
+        if first is None or last is None or first > last:
+            return None
+        values.update(range(first, last + 1, step))
     return frozenset(values)
 
 
