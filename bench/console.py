@@ -137,48 +137,11 @@ async def _naive(holders: list[Any]) -> dict[str, Any]:
 
 
 def run() -> list[Row]:
-    try:
-        from lockconsole.tui.app import LockConsoleApp  # noqa: F401
-        from lockconsole.tui.sample import many_holders
-    except ImportError as exc:
-        naive_only = True
-        reason = f"pending: console not yet available ({exc})"
-    else:
-        naive_only = False
-        reason = ""
-    holders = _fallback_holders() if naive_only else many_holders(HOLDERS)
+    from lockconsole.tui.sample import many_holders
+
+    holders = many_holders(HOLDERS)
     progress(f"console: naive DataTable, {NAIVE_ROUNDS} reloads of {HOLDERS:,} rows")
     naive = asyncio.run(_naive(holders))
-    if naive_only:
-        return [
-            Row(
-                "console: refresh, no change (10k holders)",
-                None,
-                naive["same"],
-                "s",
-                limit=NO_CHANGE_LIMIT,
-                status="pending",
-                note=reason,
-            ),
-            Row(
-                "console: refresh, 1% churn (10k holders)",
-                None,
-                naive["churn"],
-                "s",
-                limit=CHURN_LIMIT,
-                status="pending",
-                note=reason,
-            ),
-            Row(
-                "console: time to first frame",
-                None,
-                naive["first_frame"],
-                "s",
-                limit=FIRST_FRAME_LIMIT,
-                status="pending",
-                note=reason,
-            ),
-        ]
     progress(f"console: LockConsoleApp, {ROUNDS} refreshes each with no change and 1% churn")
     got = asyncio.run(_console(holders))
     painted = (
@@ -211,24 +174,6 @@ def run() -> list[Row]:
             note=f"{got['shown']:,} holders on screen after {got['first_data']:.2f} s; raw = "
             "a DataTable app loading the rows on mount",
         ),
-    ]
-
-
-def _fallback_holders() -> list[Any]:
-    from lockconsole.model.views import Holder
-
-    return [
-        Holder(
-            database="billing",
-            kind="advisory",
-            key=str(100_000 + i),
-            key_kind="int64",
-            granted=True,
-            source="pg_locks",
-            pid=20_000 + i % 50,
-            state="idle",
-        )
-        for i in range(HOLDERS)
     ]
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import mysql_connect
+
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_URL = os.environ.get("LOCKCONSOLE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL_URL = os.environ.get("LOCKCONSOLE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
@@ -67,6 +69,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report.longrepr = f"skipped under CI=true, which is not allowed here: {reason}"
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_are_left_as_found() -> Iterator[None]:
+    """A test (or the code it runs) that leaves a SIGINT/SIGTERM handler behind fails: a later
+    test would otherwise see Ctrl-C or SIGTERM do something else."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {s: signal.getsignal(s) for s in before}
+    for s in after:
+        signal.signal(s, before[s])  # the next test starts clean either way
+    left = {signal.Signals(s).name: h for s, h in after.items() if h != before[s]}
+    assert not left, f"signal handlers left behind: {left}"
+
+
 def _pg_reachable(url: str) -> str | None:
     import psycopg
 
@@ -107,15 +124,7 @@ def mysql_url() -> str:
 
     u = parse_url(MYSQL_URL)
     try:
-        conn = pymysql.connect(
-            host=u.host,
-            port=u.port or 3306,
-            user=u.user,
-            password=u.password or "",
-            database=u.database,
-            connect_timeout=3,
-        )
-        conn.close()
+        mysql_connect(MYSQL_URL, connect_timeout=3).close()
     except pymysql.MySQLError as exc:
         msg = f"MySQL/MariaDB at {u.masked} is unreachable: {exc}"
         if CI:
@@ -158,19 +167,8 @@ def pg_conn(pg_url: str) -> Iterator[object]:
 
 @pytest.fixture
 def mysql_conn(mysql_url: str) -> Iterator[object]:
-    import pymysql
-
-    from lockconsole.config.urls import parse_url
-
-    u = parse_url(mysql_url)
-    conn = pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
+    """An autocommit PyMySQL connection for setting up and checking state."""
+    conn = mysql_connect(mysql_url)
     yield conn
     conn.close()
 

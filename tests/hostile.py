@@ -23,8 +23,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
-import pymysql
 from psycopg import sql
+
+from helpers import mysql_connect
 
 DATA = Path(__file__).parent / "data" / "hostile_strings.json"
 # Bytes that would act on a terminal: C0 (but the line break), DEL, C1, bidi controls.
@@ -87,20 +88,9 @@ def toml_string(text: str) -> str:
 
 
 def _mysql_locks(stack: ExitStack, mysql_url: str, strings: list[str], uid: str) -> list[str]:
-    from lockconsole.config.urls import parse_url
-
-    u = parse_url(mysql_url)
     names = mysql_names(strings, uid)
     for text, name in zip(strings, names, strict=True):
-        conn = pymysql.connect(
-            host=u.host,
-            port=u.port or 3306,
-            user=u.user,
-            password=u.password or "",
-            database=u.database,
-            program_name=no_nul(text)[:200],
-            autocommit=True,
-        )
+        conn = mysql_connect(mysql_url, program_name=no_nul(text)[:200])
         stack.callback(conn.close)
         with conn.cursor() as cur:
             cur.execute("select get_lock(%s, 0)", (name,))

@@ -26,16 +26,14 @@ import pytest
 
 from lockconsole.config.urls import parse_url
 
-from conftest import CI
+from helpers import unavailable
 
 # users PgBouncer lets in (auth_type = trust checks only that the name is listed)
 PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain")
 
 
 def _unavailable(reason: str) -> None:
-    if CI:
-        pytest.fail(f"PgBouncer tests cannot run under CI=true: {reason}")
-    pytest.skip(reason)
+    unavailable(f"PgBouncer: {reason}")
 
 
 def _find_or_install() -> str:

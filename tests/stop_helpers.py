@@ -1,9 +1,11 @@
-"""Shared bits of the stop tests: is the lock free (seen from another session), is a pid gone."""
+"""Shared bits of the stop tests: the jobs they stop, who holds a lock (seen from another
+session), is a pid gone."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+from helpers import wait_for as wait_for  # re-exported: the stop tests import it from here
 
 # Writes "started", sleeps, then "finished": a job stopped mid-run never writes the second.
 STEPS = (
@@ -42,13 +44,3 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -21,6 +21,7 @@ SUBCOMMANDS = (
     "run",
     "dupes",
     "history",
+    "audit",
     "check",
     "schedule",
     "metrics",

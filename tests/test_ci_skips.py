@@ -61,3 +61,13 @@ def test_a_skip_fails_under_ci_unless_allowed(tmp_path: Path) -> None:
 def test_outside_ci_a_skip_is_a_skip(tmp_path: Path) -> None:
     done = run_cases(tmp_path, "")
     assert done.returncode == 0 and "2 skipped" in done.stdout, done.stdout
+
+
+def test_the_suite_prints_its_slowest_tests() -> None:
+    """pytest's own options (pyproject.toml) ask for the 25 slowest tests in every run."""
+    import shlex
+    import tomllib
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    addopts = shlex.split(options["tool"]["pytest"]["ini_options"]["addopts"])
+    assert "--durations=25" in addopts, addopts

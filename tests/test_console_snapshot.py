@@ -12,6 +12,8 @@ from lockconsole.console.facade import Console
 from lockconsole.console.stale import mark_stale
 from lockconsole.model.views import Holder
 
+from helpers import DEADLINE
+
 
 def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]
     rows = pg_conn.execute(
@@ -21,7 +23,7 @@ def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def _wait_gone(pg_conn, app: str, pid: int) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + DEADLINE
     while pid in _pids(pg_conn, app) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid not in _pids(pg_conn, app)
@@ -74,7 +76,7 @@ def test_mark_stale_copies_only_holders_it_changes() -> None:
     assert all(a is b for a, b in zip(out[:3], fresh, strict=True))  # unchanged: not copied
     assert out[6] is waiter
     for before, after in zip(idle, out[3:6], strict=True):
-        assert after.stale == "idle for 2h"
-        assert after == Holder(**{**vars(before), "stale": "idle for 2h"})
+        assert after.stale == "idle for 2h00m"
+        assert after == Holder(**{**vars(before), "stale": "idle for 2h00m"})
     again = mark_stale(out, [], [], now=now, idle_threshold=timedelta(minutes=10))
     assert all(a is b for a, b in zip(again, out, strict=True))

@@ -23,6 +23,7 @@ from lockconsole.demo.instance import AlignedClock
 from lockconsole.demo.scenario import night_schedule
 
 from conftest import PYTHON, ROOT
+from helpers import DEADLINE
 
 NIGHT = 6  # a night with room for its billing run (a quarter of it) on a busy 2-core machine
 RUN_FOR = 20
@@ -115,7 +116,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
 
         # the stale holder: listed as stale once its failed run has settled
         stale = []
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + DEADLINE
         with Console(config, read_only=True) as console:
             while not stale and time.monotonic() < deadline:
                 snap = console.snapshot()
@@ -168,7 +169,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
     assert {"double_run", "stale_holder", "duplicates"} <= kinds
     assert summary["duplicates"]["groups"] == 120
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + DEADLINE
     while (left := _left_behind(state, pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"left running after the demo: {left}"
@@ -230,3 +231,52 @@ def test_demo_config_keeps_a_mysql_password_off_the_screen(
     assert config.databases["shop"].url.password == "s3cret"
     assert config.job("usage_rollup").strategy == "mysql"
     assert config.job("nightly_billing").schedule == "* * * * * */20"
+
+
+def test_the_demo_fleet_can_be_paused_and_serves_a_request_on_web_2(tmp_path: Path) -> None:
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.loader import load_config
+    from lockconsole.console.facade import Console
+
+    argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--night-seconds", str(NIGHT)]
+    proc = subprocess.Popen(
+        [*argv, "--for", "120"],
+        env=_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        config = load_config(_wait_for(lines, "config: ", seen, 60).split(": ", 1)[1].strip())
+        _wait_for(lines, "fleet started: ", seen, 30)
+        job = config.job("nightly_billing")
+        with Console(config) as console:
+            paused_at = console.pause("nightly_billing", "demo: hold billing").paused_at
+
+            def paused_rows() -> list[str]:
+                with Ledger(config.ledger_for(job)) as ledger:
+                    runs = ledger.runs("nightly_billing", since=paused_at, limit=50)
+                return [r.instance for r in runs if r.outcome == "paused"]
+
+            deadline = time.monotonic() + 60
+            while not paused_rows() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert paused_rows(), "a fleet instance found nightly_billing paused"
+            assert console.resume("nightly_billing") is not None
+
+            request_id = console.request("nightly_billing", instance="web-2")
+            deadline = time.monotonic() + 60
+            found = console.request_state("nightly_billing", request_id)
+            while found is not None and not found.final and time.monotonic() < deadline:
+                time.sleep(0.2)
+                found = console.request_state("nightly_billing", request_id)
+        assert found is not None and found.served_by == "web-2" and found.run_id is not None
+        # succeeded, or skipped when the night's own run held the lock at that instant
+        assert found.state in ("succeeded", "skipped"), found
+    finally:
+        proc.terminate()  # the demo's own cleanup stops its fleet and server
+        proc.wait(60)

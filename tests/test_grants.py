@@ -62,6 +62,8 @@ def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -
     ledger = (
         "grant select, insert, update on lockconsole_runs to {role}",
         "grant usage on sequence lockconsole_runs_id_seq to {role}",
+        "grant select on lockconsole_controls to {role}",  # is the job paused?
+        "grant insert on lockconsole_run_output to {role}",  # what the job printed
     )
     runner = roles("runner", *ledger)
     reader = roles("reader", "grant select on lockconsole_runs to {role}")
@@ -76,7 +78,8 @@ def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -
         run_once(f"{job}_2", config=config_of(reader, f"{job}_2")),
     ):
         pass
-    assert "permission denied" in str(failed.value) and "lockconsole_runs" in str(failed.value)
+    assert "permission denied" in str(failed.value)
+    assert "GRANT SELECT ON lockconsole_controls" in str(failed.value)
     rows = pg_conn.execute(
         "select job, outcome from lockconsole_runs where job like %s order by id", (f"{job}%",)
     ).fetchall()

@@ -22,6 +22,8 @@ from lockconsole.backends.sa import engine_for
 from lockconsole.config.urls import parse_url
 from lockconsole.idempotency import claim, unique_key_ddl
 
+from helpers import mysql_connect
+
 ROOT = Path(__file__).resolve().parent.parent
 DIALECTS = ["postgresql", "mysql", "sqlite"]
 KEY = ("tenant_id", "period")
@@ -43,17 +45,10 @@ def raw_connect(url: str, *, autocommit: bool = True, found_rows: bool = False) 
 
         return psycopg.connect(url, autocommit=autocommit)
     if u.dialect == "mysql":
-        import pymysql
         from pymysql.constants import CLIENT
 
-        return pymysql.connect(
-            host=u.host,
-            port=u.port or 3306,
-            user=u.user,
-            password=u.password or "",
-            database=u.database,
-            autocommit=autocommit,
-            client_flag=CLIENT.FOUND_ROWS if found_rows else 0,
+        return mysql_connect(
+            url, autocommit=autocommit, client_flag=CLIENT.FOUND_ROWS if found_rows else 0
         )
     return sqlite3.connect(
         u.database, isolation_level=None if autocommit else "DEFERRED", timeout=30

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -180,7 +179,8 @@ def test_second_owner_refused_while_held_then_wins_with_a_higher_token(
 
 
 def test_min_hold_keeps_the_lease_after_release(env: Env, locks: Any) -> None:
-    a, b = locks(env.lock("a", min_hold=3)), locks(env.lock("b"))
+    # min_hold outlasts the next two statements by far, even on a loaded machine
+    a, b = locks(env.lock("a", min_hold=4)), locks(env.lock("b"))
     assert a.acquire() is True
     a.release()
     assert a.lost_before_release is False
@@ -190,7 +190,8 @@ def test_min_hold_keeps_the_lease_after_release(env: Env, locks: Any) -> None:
 
 
 def test_max_duration_expiry_hands_the_lease_over(env: Env, locks: Any) -> None:
-    a, b = locks(env.lock("a", max_duration=1)), locks(env.lock("b"))
+    # max_duration outlasts the next three statements by far, even on a loaded machine
+    a, b = locks(env.lock("a", max_duration=3)), locks(env.lock("b"))
     assert a.acquire() is True and a.still_held()
     assert b.acquire() is False
     wait_for(lambda: a.still_held() is False, what="the lease to expire (database clock)")
@@ -231,10 +232,10 @@ def test_shedlock_row_in_our_table_is_taken_with_a_growing_token(env: Env, locks
     assert a.acquire() is True and a.fencing_token == 1
     assert shedlock(env, "update", seconds=60) == 0
     a.release()
-    assert shedlock(env, "update", seconds=0.5) == 1  # ShedLock takes it; token untouched
+    assert shedlock(env, "update", seconds=2.5) == 1  # ShedLock takes it; token untouched
     assert env.row().fencing_token == 1
     assert a.acquire() is False
-    wait_for(a.acquire, what="ShedLock's 0.5 s lease to expire (database clock)")
+    wait_for(a.acquire, what="ShedLock's 2.5 s lease to expire (database clock)")
     assert a.fencing_token == 2
 
 
@@ -312,7 +313,7 @@ def test_simultaneous_acquire_has_exactly_one_winner(env: Env, locks: Any, state
         assert seed.acquire() is True
         if state == "no_row":
             env.sql(f"DELETE FROM {env.table}")
-        time.sleep(0.4)
+        wait_for(lambda: seed.still_held() is False, what="the seed lease to end (database clock)")
     ctx = multiprocessing.get_context("forkserver")  # no inherited sockets; imports paid once
     ctx.set_forkserver_preload(
         ["sqlalchemy", "psycopg", "pymysql", "lockconsole.backends.lease.lock"]

@@ -26,7 +26,7 @@ from lockconsole.config.urls import parse_url
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Run
 
-from helpers import wait_for
+from helpers import mysql_connect, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,19 +240,10 @@ def _kill(url: str, ledger: Ledger) -> None:
                     break
                 time.sleep(0.05)
     else:
-        import pymysql
-
         with conn.cursor() as cur:
             cur.execute("SELECT CONNECTION_ID()")
             cid = cur.fetchone()[0]
-        admin = pymysql.connect(
-            host=u.host,
-            port=u.port or 3306,
-            user=u.user,
-            password=u.password or "",
-            database=u.database,
-            autocommit=True,
-        )
+        admin = mysql_connect(url)
         try:
             with admin.cursor() as cur:
                 cur.execute("KILL %s", (cid,))

@@ -18,22 +18,13 @@ from lockconsole.config.urls import parse_url
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.views import Holder
 
-from helpers import eventually, unavailable
+from helpers import eventually, mysql_connect, unavailable
 
 SOURCES = ["metadata_lock_info", "is_used_lock"]
 ACTOR = Actor("tester", "testhost")
 
 
-def connect(url: str) -> Any:
-    u = parse_url(url)
-    return pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
+connect = mysql_connect
 
 
 def scalar(conn: Any, sql: str, *args: Any) -> Any:
@@ -137,19 +128,32 @@ def hold(conn: Any, name: str) -> int:
     return conn.thread_id()
 
 
+def mdl_instrument(conn: Any) -> tuple[bool, bool]:
+    """(performance_schema is on, its metadata-lock instrument is on) on this server."""
+    if scalar(conn, "SELECT @@performance_schema") != 1:
+        return False, False
+    enabled = scalar(
+        conn,
+        "SELECT enabled FROM performance_schema.setup_instruments "
+        "WHERE name = 'wait/lock/metadata/sql/mdl'",
+    )
+    return True, str(enabled).upper() == "YES"
+
+
 def rows_for(inspector: MysqlInspector, jobs: list[Job], name: str) -> list[Holder]:
     return [h for h in inspector.holders(jobs).holders if h.key == name]
 
 
 def test_detects_the_best_readable_source(mli: None, db: Database, session, closing) -> None:
-    ps_on = scalar(session(), "SELECT @@performance_schema") == 1
+    ps_on, mdl_on = mdl_instrument(session())
     inspector = closing(MysqlInspector(db))
     listing = inspector.holders([])
-    if ps_on:
+    if ps_on and mdl_on:
         assert listing.source == "performance_schema.metadata_locks"
-    else:
+    else:  # the note says what to change in the server's config
         assert listing.source == "information_schema.METADATA_LOCK_INFO"
-        assert any("performance_schema=ON" in note for note in listing.notes)
+        want = "performance_schema=ON" if not ps_on else "the MDL instrument is off"
+        assert any(want in note for note in listing.notes), listing.notes
     assert inspector.source == listing.source
 
 
@@ -248,11 +252,12 @@ def test_performance_schema_query_runs(db: Database, session, closing, uid) -> N
     conn = session()
     name = f"lc:{uid}:ps"
     pid = hold(conn, name)
-    ps_on = scalar(conn, "SELECT @@performance_schema") == 1
+    ps_on, mdl_on = mdl_instrument(conn)
     listing = closing(MysqlInspector(db, source="performance_schema")).holders([job(uid, name)])
     assert listing.source == "performance_schema.metadata_locks"
     mine = [h.pid for h in listing.holders if h.key == name]
-    assert mine == ([pid] if ps_on else [])  # performance_schema OFF: the table stays empty
+    # performance_schema OFF, or its MDL instrument off: the table stays empty
+    assert mine == ([pid] if ps_on and mdl_on else [])
 
 
 def test_release_kills_holder_and_audits(db, session, closing, uid, source) -> None:

@@ -22,6 +22,8 @@ from lockconsole.backends.postgres.pooler import (
 from lockconsole.config.urls import parse_url
 from lockconsole.model.jobs import Database, Job, LockKey
 
+from helpers import DEADLINE
+
 ACTOR = Actor("tester", "testhost")
 
 
@@ -110,7 +112,7 @@ def test_orphaned_session_lock_is_found_and_released(
         audit.close()
     assert result.status == "released", result.message
     assert [x for x in direct_inspector.holders(()).holders if x.key == str(key)] == []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline:  # PgBouncer notices the dead server connection
         if server_pid not in (orphaned_server_pids(parse_url(pgbouncer)) or set()):
             break

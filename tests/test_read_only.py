@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 
-from lockconsole.config.urls import parse_url
 from lockconsole.model.keys import name_to_int64
+
+from helpers import mysql_connect
 
 pytestmark = pytest.mark.mysql
 
@@ -25,6 +25,9 @@ MUTATING = [
     "schedule --for 1",
     "release --job {job} --yes",
     "release --pid {pid} --yes",
+    "pause {job} --note incident",
+    "resume {job}",
+    "request {job}",
     "demo --headless --for 1",
 ]
 VIEWING = [
@@ -132,14 +135,7 @@ def test_every_command_with_read_only_changes_nothing(
         holder = psycopg.connect(pg_url, autocommit=True)
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(pg_job),))
         pid = holder.info.backend_pid
-        u = parse_url(mysql_url)
-        my_holder = pymysql.connect(
-            host=u.host,
-            port=u.port or 3306,
-            user=u.user,
-            password=u.password or "",
-            database=u.database,
-        )
+        my_holder = mysql_connect(mysql_url)
         with my_holder.cursor() as cur:
             cur.execute("select get_lock(%s, 0)", (my_job,))
         try:

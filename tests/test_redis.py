@@ -311,11 +311,13 @@ RELEASER_ACL = "+scan +get +pttl +del +eval"
 def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: str) -> None:
     """The README's ACL lines are enough: run, list and release with nothing more."""
     keys = "~job-lock:* ~lockconsole:*"
+    # a URL naming a database other than 0 makes the client SELECT it (the README says so)
+    select = ["+select"] if client.connection_pool.connection_kwargs.get("db", 0) else []
     users = {}
     for role, acl in (("run", RUNNER_ACL), ("view", VIEWER_ACL), ("release", RELEASER_ACL)):
         name = f"lc_{role}_{uid}"
         client.execute_command(
-            "ACL", "SETUSER", name, "reset", "on", ">pw", *keys.split(), *acl.split()
+            "ACL", "SETUSER", name, "reset", "on", ">pw", *keys.split(), *acl.split(), *select
         )
         host = redis_url.split("://", 1)[1]
         users[role] = Database(

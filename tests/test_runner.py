@@ -15,21 +15,7 @@ from lockconsole.model.keys import name_to_int64
 from conftest import PYTHON
 from helpers import wait_for
 from runner_helpers import lockconsole, pg_job_config, runs_of
-
-# Writes "started", sleeps, then writes "finished": a job stopped mid-run never writes the second.
-STEPS = (
-    "import sys, time; p = sys.argv[1]; open(p, 'a').write('started\\n'); "
-    "time.sleep(float(sys.argv[2])); open(p, 'a').write('finished\\n')"
-)
-
-
-def holder_pid(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]
-    row = pg_conn.execute(
-        "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1"
-        " and ((classid::bigint << 32) | objid::bigint) = %s",
-        (key,),
-    ).fetchone()
-    return row[0] if row else None
+from stop_helpers import STEPS, pg_lock_holder
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
@@ -46,7 +32,7 @@ def test_terminated_session_is_lock_lost_and_stops_the_command(
     proc = lockconsole(
         config, "run", job, "--json", "--", PYTHON, "-c", STEPS, str(steps), "30", env=cli_env
     )
-    pid = wait_for(lambda: holder_pid(pg_conn, int(uid[:8], 16)), what="the lock to be held")
+    pid = wait_for(lambda: pg_lock_holder(pg_conn, int(uid[:8], 16)), what="the lock to be held")
     wait_for(lambda: steps.exists(), what="the job to start")
     pg_conn.execute("select pg_terminate_backend(%s)", (pid,))
     code = proc.wait(timeout=20)
@@ -189,12 +175,12 @@ def test_sigterm_stops_job_releases_and_records(
     steps = tmp_path / "steps"
     proc = lockconsole(config, "run", job, "--", PYTHON, "-c", STEPS, str(steps), "30", env=cli_env)
     wait_for(lambda: steps.exists(), what="the job to start")
-    assert holder_pid(pg_conn, key)
+    assert pg_lock_holder(pg_conn, key)
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=20)
     assert code == 143, proc.communicate()
     assert steps.read_text() == "started\n"
-    assert holder_pid(pg_conn, key) is None, "the lock was released"
+    assert pg_lock_holder(pg_conn, key) is None, "the lock was released"
     (run,) = runs_of(config, job)
     assert run.outcome == "failed" and "SIGTERM" in (run.message or "")
 

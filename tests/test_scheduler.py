@@ -6,6 +6,7 @@ import signal
 import time
 from collections import defaultdict
 
+from helpers import DEADLINE
 from runner_helpers import lockconsole, runs_of
 
 
@@ -30,10 +31,13 @@ def test_three_schedulers_run_each_slot_once(pg_url, uid, write_config, cli_env,
     by_slot: dict[object, list[str]] = defaultdict(list)
     for run in runs_of(config, job):
         by_slot[run.slot].append(run.outcome)
-    assert len(by_slot) >= 2, by_slot
-    for slot, outcomes in by_slot.items():
-        assert outcomes.count("succeeded") == 1, (slot, outcomes)
+    for slot, outcomes in by_slot.items():  # never twice
+        assert outcomes.count("succeeded") <= 1, (slot, outcomes)
         assert set(outcomes) <= {"succeeded", "skipped"}, (slot, outcomes)
+    # A slot can pass without a run when the previous slot's run still holds the job's lock
+    # (a starved machine stretches a 0.5 s job past the 2 s period): every instance skips it.
+    ran = [slot for slot, outcomes in by_slot.items() if "succeeded" in outcomes]
+    assert len(ran) >= 2, by_slot
 
 
 def test_sigterm_stops_scheduler_and_its_job(pg_url, uid, write_config, cli_env, tmp_path):
@@ -49,7 +53,7 @@ def test_sigterm_stops_scheduler_and_its_job(pg_url, uid, write_config, cli_env,
         """
     )
     proc = lockconsole(config, "schedule", env=cli_env)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline and not any(
         r.outcome == "acquired" for r in runs_of(config, job)
     ):

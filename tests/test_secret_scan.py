@@ -100,7 +100,7 @@ def screens(config: Path, job: str, folder: Path) -> list[str]:
                 await app.workers.wait_for_complete()
                 await pilot.pause()
                 shots.append(app.export_screenshot())
-                for keys in (("1", "d"), ("escape", "t", "y"), ("o",), ("question_mark",)):
+                for keys in (("1", "d"), ("escape", "t", "h"), ("o",), ("question_mark",)):
                     for key in keys:
                         await pilot.press(key)
                         await pilot.pause()

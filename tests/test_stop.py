@@ -1,13 +1,15 @@
 """A stop is honoured at every instant of an attempt, for `lockconsole run` and `schedule`.
 
 Each test pauses a real `lockconsole` process at one named fault point (tests/barrier.py),
-sends it SIGTERM there, lets it go, and checks: it exits within stop_grace + 2 s (the
-documented guarantee), the lock is free when seen from another session, no attempt is left
-"acquired" in the ledger, and a job that had not started never starts.
+sends it SIGTERM there, lets it go, and checks: it exits because of the stop (long before its
+job would end by itself; the exit-time figure is measured by tests/test_stop_stress.py), the
+lock is free when seen from another session, no attempt is left "acquired" in the ledger, and
+a job that had not started never starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,11 +20,15 @@ from lockconsole.engine import faultpoints as fp
 
 from barrier import Barrier
 from conftest import PYTHON
+from helpers import eventually, wait_for
 from runner_helpers import lockconsole, runs_of
-from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder, wait_for
+from stop_helpers import STEPS, STUBBORN, alive, mysql_lock_holder, pg_lock_holder
 
 GRACE = 2.0
-BOUND = GRACE + 2.0  # the exit-time guarantee of `run` and `schedule`
+# The job runs 60 s (or hangs on a silent database): an exit this soon after the signal was the
+# stop's doing. A polling deadline, not a latency measurement: the README's figure (the slowest
+# exit, stop_grace + 0.3 s) comes from tests/test_stop_stress.py, which measures it.
+STOPPED_BY_US = 30.0
 NOT_STARTED = (fp.AFTER_ACQUIRE, fp.BEFORE_SPAWN, fp.AFTER_SPAWN)  # the lock held, no job yet
 BEFORE_LOCK = (fp.CONNECTING, fp.BEFORE_TRY_LOCK)
 
@@ -56,17 +62,7 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
     marks = tmp_path / "marks"
     seconds = "0" if step == fp.BEFORE_RECORD else "60"  # before_record: the job has ended
     barrier = Barrier(tmp_path / "barrier", step, fp.STOP_REQUESTED)
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), seconds]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", '
-                f'"{seconds}"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STEPS, str(marks), seconds)
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:
         barrier.wait(step)
@@ -83,7 +79,7 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
         if proc.poll() is None:
             proc.kill()
     err = proc.communicate()[1]
-    assert took <= BOUND, f"exited {took:.2f} s after SIGTERM (bound {BOUND} s)"
+    assert took < STOPPED_BY_US, f"exited {took:.2f} s after SIGTERM: the stop did not end it"
     assert "Traceback" not in err, err
     assert holder() is None, "the lock is free, seen from another session"
     runs = runs_of(config, job) if step not in BEFORE_LOCK else _runs_if_any(config, job)
@@ -110,8 +106,16 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
         assert marks.read_text().count("finished") == outcomes.count("succeeded")
 
 
-def _toml(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+def _job_args(how: str, config, job: str, script: str, *script_args: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The CLI arguments that run `python -c script *script_args` as the job, by `lockconsole
+    run` (the command on its line) or by `lockconsole schedule` (the job's command in the
+    config, for a scheduler that fires every second)."""
+    if how == "run":
+        return ["run", job, "--", PYTHON, "-c", script, *script_args]
+    command = json.dumps([PYTHON, "-c", script, *script_args])
+    text = config.read_text().replace("schedule = ", f"command = {command}\nschedule = ")
+    config.write_text(text)
+    return ["schedule", "--job", job]
 
 
 def _runs_if_any(config, job):  # type: ignore[no-untyped-def]
@@ -129,33 +133,23 @@ def test_kill9_of_the_runner_ends_its_job(how, pg_url, uid, write_config, cli_en
     job = f"orphan_{uid}"
     config = _config(write_config, pg_url, job, "pg-session", int(uid[:8], 16) + 7)
     pids_file = tmp_path / "pids"
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STUBBORN, str(pids_file)]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STUBBORN)}", "{pids_file}"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STUBBORN, str(pids_file))
     proc = lockconsole(config, *args, env=cli_env)
     try:
         text = wait_for(lambda: pids_file.exists() and pids_file.read_text(), what="the job")
         pids = [int(p) for p in text.split()]
         assert all(alive(p) for p in pids)
-        killed = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-        deadline = killed + GRACE + 1.0
-        while any(alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # the job would sleep 120 s and ignores SIGTERM: gone within the deadline means the
+        # supervisor ended it (SIGTERM, then SIGKILL after stop_grace)
+        eventually(lambda: not any(alive(p) for p in pids), STOPPED_BY_US)
         left = [p for p in pids if alive(p)]
     finally:
         for p in _read_pids(pids_file):
             if alive(p):
                 os.kill(p, signal.SIGKILL)
-    assert left == [], f"job processes {left} outlived the runner by {GRACE + 1.0} s"
+    assert left == [], f"job processes {left} outlived the runner by {STOPPED_BY_US} s"
 
 
 def _read_pids(path) -> list[int]:  # type: ignore[no-untyped-def]
@@ -173,16 +167,7 @@ def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, 
     config = _config(write_config, pg_url, job, "pg-session", key)
     marks = tmp_path / "marks"
     barrier = Barrier(tmp_path / "barrier", fp.AFTER_ACQUIRE, fp.STOP_REQUESTED)
-    if how == "run":
-        args = ["run", job, "--", PYTHON, "-c", STEPS, str(marks), "60"]
-    else:
-        config.write_text(
-            config.read_text().replace(
-                "schedule = ",
-                f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\nschedule = ',
-            )
-        )
-        args = ["schedule", "--job", job]
+    args = _job_args(how, config, job, STEPS, str(marks), "60")
     proc = lockconsole(config, *args, env=barrier.env(cli_env))
     try:
         barrier.wait(fp.AFTER_ACQUIRE)
@@ -197,7 +182,7 @@ def test_sigint_is_a_stop_too(how, pg_url, pg_conn, uid, write_config, cli_env, 
         if proc.poll() is None:
             proc.kill()
     err = proc.communicate()[1]
-    assert took <= BOUND and "Traceback" not in err, err
+    assert took < STOPPED_BY_US and "Traceback" not in err, (took, err)
     assert code == (128 + signal.SIGINT if how == "run" else 0), err
     assert pg_lock_holder(pg_conn, key) is None
     (failed,) = [r for r in runs_of(config, job) if r.outcome == "failed"]
@@ -246,7 +231,7 @@ def test_sigterm_while_blocked_connecting(how, pg_url, uid, write_config, cli_en
         f'[databases.hang]\nurl = "postgresql://nobody@127.0.0.1:{silent.port}/x"\n'
         f'[jobs.{job}]\ndatabase = "hang"\nstrategy = "pg-session"\n'
         f'schedule = "* * * * * *"\nstop_grace = {GRACE}\n'
-        f'command = ["{PYTHON}", "-c", "{_toml(STEPS)}", "{marks}", "60"]\n'
+        f"command = {json.dumps([PYTHON, '-c', STEPS, str(marks), '60'])}\n"
     )
     args = ["run", job] if how == "run" else ["schedule", "--job", job]
     proc = lockconsole(config, *args, env=cli_env)
@@ -261,7 +246,7 @@ def test_sigterm_while_blocked_connecting(how, pg_url, uid, write_config, cli_en
             proc.kill()
         silent.close()
     err = proc.communicate()[1]
-    assert took <= BOUND, f"exited {took:.2f} s after SIGTERM (bound {BOUND} s)"
+    assert took < STOPPED_BY_US, f"exited {took:.2f} s after SIGTERM: the stop did not end it"
     assert "Traceback" not in err, err
     assert code == (128 + signal.SIGTERM if how == "run" else 0), err
     assert _runs_if_any(config, job) == [] and not marks.exists()

@@ -5,8 +5,6 @@ exits 0. This runs the real entry point (`cmd_tui`), with no hand-built app."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,65 +15,10 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.urls import parse_url
 from lockconsole.model.jobs import Database
 
-from helpers import unavailable, wait_for
+from helpers import Terminal, unavailable
 
 TRIGGER_HELP = "Trigger a locked run of the selected job now"
 RELEASE_HELP = "Force-release the selected lock holder"
-
-
-class Terminal:
-    """One tmux server of our own (its own socket), one 80x24 window running a command."""
-
-    def __init__(self, socket: str, folder: Path) -> None:
-        self.tmux = shutil.which("tmux") or unavailable(
-            "tmux is not installed (apt-get install tmux)"
-        )
-        self.socket, self.folder = socket, folder
-
-    def _run(self, *args: str) -> str:
-        done = subprocess.run(
-            [self.tmux, "-L", self.socket, *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        return done.stdout
-
-    def start(self, argv: list[str], env: dict[str, str]) -> None:
-        status = self.folder / "exit_status"
-        status.unlink(missing_ok=True)
-        line = " ".join(f"'{a}'" for a in argv) + f"; echo $? > '{status}'; sleep 600"
-        exports = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
-        self._run("new-session", "-d", "-x", "80", "-y", "24", "-s", "lc", *exports, line)
-
-    def screen(self) -> str:
-        return self._run("capture-pane", "-p", "-t", "lc")
-
-    def press(self, *keys: str) -> None:
-        self._run("send-keys", "-t", "lc", *keys)
-
-    def wait_screen(self, check, what: str) -> str:  # type: ignore[no-untyped-def]
-        seen = [""]
-
-        def look() -> str | None:
-            seen[0] = self.screen()
-            return seen[0] if check(seen[0]) else None
-
-        try:
-            return wait_for(look, what=what, interval=0.2)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the screen:\n{seen[0]}") from None
-
-    def exit_status(self) -> int:
-        path = self.folder / "exit_status"
-        wait_for(lambda: path.exists() and path.read_text().strip(), what="the console to exit")
-        return int(path.read_text().strip())
-
-    def close(self) -> None:
-        subprocess.run(
-            [self.tmux, "-L", self.socket, "kill-server"], capture_output=True, timeout=30
-        )
 
 
 @pytest.fixture

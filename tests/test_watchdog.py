@@ -1,21 +1,31 @@
 """Watchdog threads: a thread per watch that came due, reused between attempts; nothing wakes
-for a watch stopped before its first check; stop() waits for a running check."""
+for a watch stopped before its first check; stop() waits for a running check.
+
+Threads are counted by the pool under test (`pool.started`), never process-wide: other tests'
+threads come and go. "Nothing happened" is checked after a later watch was seen to run, so the
+ticker has provably passed the instant at which the thing would have happened.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 from lockconsole.engine.watchdog import WatchdogPool
 
+from helpers import DEADLINE, eventually
 
-def _wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
+_wait_for = partial(eventually, interval=0.005)
+
+
+def _ticked_past(pool: WatchdogPool, interval: float) -> None:
+    """Return once a watch started now has had its first check: every watch of `interval`
+    noted before it has come due and been handed out (or dropped) by the ticker."""
+    checked = threading.Event()
+    sentinel = pool.watch(interval, check=lambda: checked.set() or True, on_lost=lambda: None)
+    assert checked.wait(DEADLINE), "the ticker handed out a watch that came due"
+    sentinel.stop()
 
 
 def test_a_false_check_calls_on_lost_once_and_the_thread_is_reused() -> None:
@@ -23,16 +33,16 @@ def test_a_false_check_calls_on_lost_once_and_the_thread_is_reused() -> None:
     lost = threading.Event()
     calls: list[str] = []
     watch = pool.watch(0.01, check=lambda: calls.append("check") or False, on_lost=lost.set)
-    assert lost.wait(5)
+    assert lost.wait(DEADLINE)
     assert calls == ["check"]
     assert _wait_for(lambda: pool.idle() == 1)
-    threads = threading.active_count()
+    assert pool.started == 1
     watch.stop()
     checked = threading.Event()
     second = pool.watch(0.01, check=lambda: checked.set() or True, on_lost=lost.clear)
-    assert checked.wait(5)
+    assert checked.wait(DEADLINE)
     assert pool.idle() == 0  # the idle thread took the new watch: no thread was started
-    assert threading.active_count() == threads
+    assert pool.started == 1
     second.stop()
     assert lost.is_set()  # a held lock never calls on_lost
     assert _wait_for(lambda: pool.idle() == 1)
@@ -55,13 +65,12 @@ def test_a_watch_stopped_before_its_first_check_wakes_no_thread() -> None:
     pool = WatchdogPool()
     warm = pool.watch(0.05, check=lambda: True, on_lost=lambda: None)
     warm.stop()  # the ticker now runs
-    threads = threading.active_count()
     checks: list[int] = []
     for _ in range(200):
         pool.watch(0.05, check=lambda: checks.append(1) or True, on_lost=lambda: None).stop()
-    time.sleep(0.2)
+    _ticked_past(pool, 0.05)  # the 200 stopped watches were due before this one
     assert checks == []
-    assert pool.idle() == 0 and threading.active_count() == threads
+    assert pool.started == 1, "only the sentinel's check woke a thread"
 
 
 def test_stop_waits_for_a_running_check() -> None:
@@ -70,28 +79,30 @@ def test_stop_waits_for_a_running_check() -> None:
 
     def slow_check() -> bool:
         inside.set()
-        release.wait(5)
+        release.wait(DEADLINE)
         done.set()
         return True
 
     watch = pool.watch(0.01, check=slow_check, on_lost=lambda: None)
-    assert inside.wait(5)
+    assert inside.wait(DEADLINE)
     returned: list[bool] = []
     stopper = threading.Thread(target=lambda: returned.append(watch.stop() is None))
     stopper.start()
     stopper.join(0.1)
     assert not returned  # stop() waits while the check runs
     release.set()
-    stopper.join(5)
+    stopper.join(DEADLINE)
     assert returned and done.is_set()  # stop() returned only after the check finished
 
 
 def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
     pool = WatchdogPool()
-    stopped = threading.Event()
+    stopped, registered = threading.Event(), threading.Event()
     holder: list = []
 
     def on_lost() -> None:
+        # the check may come due before watch() has returned to the test (a busy machine)
+        assert registered.wait(DEADLINE)
         holder[0].stop()  # a callback that finishes the attempt from the watchdog thread
         stopped.set()
 
@@ -99,7 +110,8 @@ def test_stop_from_on_lost_does_not_deadlock_and_errors_count_as_lost() -> None:
         raise OSError("connection reset")
 
     holder.append(pool.watch(0.01, check=broken_check, on_lost=on_lost))
-    assert stopped.wait(5)
+    registered.set()
+    assert stopped.wait(DEADLINE)
 
 
 def test_no_check_runs_after_stop() -> None:
@@ -111,26 +123,30 @@ def test_no_check_runs_after_stop() -> None:
     assert _wait_for(lambda: len(checks) >= 3)
     watch.stop()
     count = len(checks)
-    time.sleep(0.05)
+    _ticked_past(pool, 0.005)  # a check of the stopped watch would have been due by now
     assert len(checks) == count
 
 
 def test_idle_threads_are_bounded() -> None:
     pool = WatchdogPool(max_idle=2)
-    running = threading.Semaphore(0)
+    running, go = threading.Semaphore(0), threading.Event()
 
     def check() -> bool:
         running.release()
+        go.wait(DEADLINE)  # each first check holds its thread: five watches need five threads
         return True
 
     watches = [pool.watch(0.01, check=check, on_lost=lambda: None) for _ in range(5)]
     for _ in range(5):
-        assert running.acquire(timeout=5)  # every watch came due and runs on a thread
+        assert running.acquire(timeout=DEADLINE)  # every watch came due and runs on a thread
+    go.set()
     for watch in watches:
         watch.stop()
     assert _wait_for(lambda: pool.idle() == 2)
-    time.sleep(0.05)
-    assert pool.idle() == 2
+    assert pool.started == 5
+    _ticked_past(pool, 0.01)  # one more watch: an idle thread takes it, none is started
+    assert _wait_for(lambda: pool.idle() == 2)
+    assert pool.started == 5
 
 
 def test_a_readable_socket_runs_the_check_at_once_and_a_loss_is_confirmed_by_it() -> None:
@@ -152,10 +168,10 @@ def test_a_readable_socket_runs_the_check_at_once_and_a_loss_is_confirmed_by_it(
 
     watch = pool.watch(60.0, check=check, on_lost=lost.set, fd=ours.fileno())
     server.send(b"N")  # a notice: readable, the check runs, the lock is still held
-    assert checked.acquire(timeout=30)
+    assert checked.acquire(timeout=DEADLINE)
     assert not lost.is_set()
     held[0] = False
     server.close()  # the server ended the session
-    assert lost.wait(30)
+    assert lost.wait(DEADLINE)
     watch.stop()
     ours.close()

@@ -1,7 +1,13 @@
-"""The audit log: every force-release attempt, in the database it acts on, and in the log.
+"""The audit log: every force-release and every trigger, in a SQL database, and in the log.
 
-A release first writes its audit row ("attempted"); if that write fails the release is not
-performed. The row is then updated with the result.
+A release or a trigger first writes its audit row ("attempted"); if that write fails the
+action is not performed. The row is then updated with the result. A release is audited in the
+database it acts on (Redis: the ledger's), a trigger in its job's ledger database. A table
+from before the `job` column gains it on first use.
+
+    audit = AuditLog(database, job="nightly_billing")
+    entry = audit.begin(actor, "trigger", "job nightly_billing on instance web-1")
+    ...; audit.finish(entry, "succeeded", "exit 0")
 """
 
 from __future__ import annotations
@@ -9,8 +15,9 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from lockconsole.config.urls import redact, scrub
@@ -28,6 +35,9 @@ class Actor:
 
     os_user: str
     host: str
+
+    def __str__(self) -> str:
+        return f"{self.os_user}@{self.host}"
 
     @classmethod
     def current(cls) -> Actor:
@@ -49,6 +59,7 @@ class AuditEntry:
     target: str
     result: str
     message: str | None
+    job: str | None = None
 
 
 def _table(metadata: Any) -> Any:
@@ -68,25 +79,39 @@ def _table(metadata: Any) -> Any:
         Column("target", Text, nullable=False),
         Column("result", String(32), nullable=False),
         Column("message", Text),
+        Column("job", String(128)),  # the job the target belongs to, when known
     )
 
 
 class AuditLog:
     """Audit rows in one database's `lockconsole_audit` table (created on first use)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, job: str | None = None) -> None:
         from sqlalchemy import MetaData
 
         from lockconsole.backends.sa import engine_for
 
         self.database = database
+        self.job = job  # written into every row begun here
         self.engine = engine_for(database.url, dedicated=True)
         self.table = _table(MetaData())
         self._created = False
 
     def _ensure(self) -> None:
         if not self._created:
+            from sqlalchemy import inspect
+
             self.table.create(self.engine, checkfirst=True)
+            have = {c["name"] for c in inspect(self.engine).get_columns(TABLE)}
+            if "job" not in have:  # an audit table from before the job column
+                with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+                    quoted = c.dialect.identifier_preparer.quote(TABLE)
+                    try:
+                        c.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN job VARCHAR(128)")
+                    except Exception:  # another process added it meanwhile
+                        have = {col["name"] for col in inspect(self.engine).get_columns(TABLE)}
+                        if "job" not in have:
+                            raise
             self._created = True
 
     def begin(self, actor: Actor, action: str, target: str) -> int:
@@ -105,6 +130,7 @@ class AuditLog:
                         database_name=self.database.name,
                         target=redact(target),
                         result="attempted",
+                        job=self.job,
                     )
                 )
                 key = result.inserted_primary_key
@@ -147,15 +173,29 @@ class AuditLog:
             )
         log.warning("audit id=%s result=%s message=%r", entry_id, result, message)
 
-    def entries(self, limit: int = 100) -> list[AuditEntry]:
-        self._ensure()
+    def entries(
+        self, limit: int = 100, *, job: str | None = None, since: datetime | None = None
+    ) -> list[AuditEntry]:
+        """The newest rows first: of one job or all, at or after `since`."""
+        from sqlalchemy.exc import SQLAlchemyError
+
         t = self.table
-        with self.engine.connect() as conn:
-            rows = conn.execute(t.select().order_by(t.c.id.desc()).limit(limit)).all()
+        query = t.select()
+        if job is not None:
+            query = query.where(t.c.job == job)
+        if since is not None:
+            query = query.where(t.c.at >= since)
+        try:
+            self._ensure()
+            with self.engine.connect() as conn:
+                rows = conn.execute(query.order_by(t.c.at.desc(), t.c.id.desc()).limit(limit)).all()
+        except SQLAlchemyError as exc:
+            msg = scrub(str(exc).splitlines()[0], self.database.url)
+            raise DatabaseError(f"audit log on {self.database.url.masked}: {msg}") from None
         return [
             AuditEntry(
                 r.id,
-                r.at,
+                r.at if r.at.tzinfo is not None else r.at.replace(tzinfo=UTC),
                 r.os_user,
                 r.host,
                 r.action,
@@ -163,9 +203,31 @@ class AuditLog:
                 r.target,
                 r.result,
                 r.message,
+                r.job,
             )
             for r in rows
         ]
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def audited_trigger(
+    database: Database, actor: Actor, job: str, instance: str, act: Callable[[], Any]
+) -> Any:
+    """Audit a trigger of `job` (the row first: when it cannot be written, nothing runs), run
+    `act` (it returns the Run), and record how the run ended."""
+    audit = AuditLog(database, job=job)
+    try:
+        entry = audit.begin(actor, "trigger", f"job {job} on instance {instance}")
+        try:
+            run = act()
+        except BaseException as exc:
+            audit.finish(entry, "error", " ".join(str(exc).split()) or type(exc).__name__)
+            raise
+        code = f" (exit {run.exit_code})" if run.exit_code is not None else ""
+        message = f"run {run.id}{code}" + (f": {run.message}" if run.message else "")
+        audit.finish(entry, run.outcome, message)
+        return run
+    finally:
+        audit.close()

@@ -6,7 +6,7 @@ import os
 import socket
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
@@ -228,3 +228,16 @@ def too_many_hint(text: str, url: DatabaseURL) -> str:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_quietly(conn: _Closable | None) -> None:
+    """Close a connection or client being thrown away; an error closing it changes nothing."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass

@@ -1,9 +1,9 @@
 """What a database driver's error means, for psycopg, PyMySQL and sqlite3 alike.
 
-"missing" (the table does not exist), "denied" (a privilege is missing: a retry cannot cure
-it), "gone" (the connection is lost: a new connection may succeed), "other" (any other driver
-error), or None when `exc` is not a driver error. The drivers are imported only when the error
-came from them.
+"missing" (the table, or a column an older ledger lacks, does not exist), "denied" (a
+privilege is missing: a retry cannot cure it), "gone" (the connection is lost: a new
+connection may succeed), "other" (any other driver error), or None when `exc` is not a
+driver error. The drivers are imported only when the error came from them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ MYSQL_GONE = frozenset({2006, 2013, 2014, 2055, 1927, 4031})
 # database, access, or a SUPER-like privilege).
 MYSQL_DENIED = frozenset({1142, 1143, 1044, 1045, 1227, 1370})
 MYSQL_NO_TABLE = 1146
+MYSQL_NO_COLUMN = 1054
 PG_DENIED = "42501"  # SQLSTATE insufficient_privilege
 
 
@@ -30,7 +31,7 @@ def classify(exc: BaseException, conn: Any = None) -> ErrorKind | None:
 
         if not isinstance(exc, psycopg.Error):
             return None
-        if isinstance(exc, psycopg.errors.UndefinedTable):
+        if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)):
             return "missing"
         if exc.sqlstate == PG_DENIED:
             return "denied"
@@ -44,7 +45,7 @@ def classify(exc: BaseException, conn: Any = None) -> ErrorKind | None:
         if not isinstance(exc, pymysql.MySQLError):
             return None
         code = exc.args[0] if exc.args else None
-        if code == MYSQL_NO_TABLE:
+        if code in (MYSQL_NO_TABLE, MYSQL_NO_COLUMN):
             return "missing"
         if code in MYSQL_DENIED:
             return "denied"
@@ -59,6 +60,6 @@ def classify(exc: BaseException, conn: Any = None) -> ErrorKind | None:
 
     if not isinstance(exc, sqlite3.Error):
         return None
-    if "no such table" in str(exc):
+    if any(text in str(exc) for text in ("no such table", "no such column", "has no column")):
         return "missing"
     return "denied" if "readonly" in str(exc) else "other"

@@ -6,11 +6,12 @@ follows `Inspector`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.model.errors import LockconsoleError
 from lockconsole.model.jobs import Job
 from lockconsole.model.views import Holder
 
@@ -41,3 +42,23 @@ class Inspector(Protocol):
         """End `holder` only if it still holds that key now; audit first, refuse if audit fails."""
 
     def close(self) -> None: ...
+
+
+def audited_release(
+    holder: Holder,
+    target: str,
+    act: Callable[[], tuple[ReleaseStatus, str]],
+    *,
+    actor: Actor,
+    audit: AuditLog,
+) -> ReleaseResult:
+    """Audit the release of `target`, then `act` and record its outcome in the audit entry.
+
+    An audit entry that cannot be written refuses the release: `act` is not called."""
+    try:
+        entry = audit.begin(actor, "release", target)
+    except LockconsoleError as exc:
+        return ReleaseResult("error", str(exc), holder)
+    status, message = act()
+    audit.finish(entry, status, message)
+    return ReleaseResult(status, message, holder)

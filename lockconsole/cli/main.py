@@ -27,9 +27,9 @@ class _Parser(argparse.ArgumentParser):
 RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the other commands
 # Commands that change a database (run a job, write the ledger, end a session, build a demo):
 # refused under --read-only before any configuration is read or any connection is opened.
-MUTATING_COMMANDS = ("run", "schedule", "release", "demo")
+MUTATING_COMMANDS = ("run", "schedule", "release", "demo", "pause", "resume", "request")
 READ_ONLY_HELP = (
-    "refuse every mutation (run, schedule, release, demo, the console's trigger/release)"
+    "refuse every mutation (run, schedule, release, pause, resume, demo, the console's actions)"
 )
 
 
@@ -70,6 +70,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from lockconsole.cli import views as cli_views
 
         cli_views.add_parsers(sub)
+        from lockconsole.cli import controls as cli_controls
+
+        cli_controls.add_parsers(sub)
         from lockconsole.demo import cli as demo_cli
 
         demo_cli.add_parser(sub)
@@ -120,10 +123,14 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             from lockconsole.cli import run as cli_run
 
             return cli_run.dispatch(args)
-        if args.command in ("locks", "history", "dupes", "release", "check"):
+        if args.command in ("locks", "history", "audit", "dupes", "release", "check"):
             from lockconsole.cli import views as cli_views
 
             return cli_views.dispatch(args)
+        if args.command in ("pause", "resume", "output", "request"):
+            from lockconsole.cli import controls as cli_controls
+
+            return cli_controls.dispatch(args)
         if getattr(args, "handler", None) is not None:  # a command that lives in its own module
             return int(args.handler(args))
         if args.command == "demo":

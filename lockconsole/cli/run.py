@@ -1,9 +1,10 @@
 """`lockconsole run` (for crontabs and systemd timers) and `lockconsole schedule`.
 
 Exit codes of `run`: 0 the job ran and succeeded; 3 skipped (another instance holds the
-lock, or the slot already ran); 4 the lock was lost while the job ran; 5 a database could
-not be reached; 2 usage or configuration error; any other non-zero code is the job's own
-(a job exiting with 2-5 is reported as 1; its real code is in the ledger and --json).
+lock, the slot already ran, or the job is paused); 4 the lock was lost while the job ran;
+5 a database could not be reached; 2 usage or configuration error; any other non-zero code
+is the job's own (a job exiting with 2-5 is reported as 1; its real code is in the ledger and
+--json).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
 
-    s = sub.add_parser("schedule", help="fire every job at its cron times, on this instance")
+    s = sub.add_parser(
+        "schedule",
+        help="fire every job at its cron times, on this instance, and serve its run requests",
+    )
     s.add_argument("--instance", metavar="NAME", help="this instance's name (default: host name)")
     s.add_argument("--job", action="append", metavar="NAME", help="only these jobs (repeatable)")
     s.add_argument(
@@ -111,7 +115,13 @@ def dispatch(args: argparse.Namespace) -> int:
     from lockconsole.engine.scheduler import Scheduler
 
     instance = check_instance(args.instance, default_instance(config.instance))
-    code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    from lockconsole.serving import RequestServer
+
+    server = RequestServer(config, jobs, instance=instance).start()  # `lockconsole request`
+    try:
+        code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
+    finally:
+        server.stop(wait=max((job.stop_grace for job in jobs), default=0.0) + 1.5)
     if getattr(args, "whole_process", False):
         _exit_now(code)
     return code
@@ -165,28 +175,41 @@ def cmd_run(
     stop = Stop()
     # the supervisor's interpreter starts while we connect; it starts the job only on "go"
     command = None if callable(target) else Command(list(target), grace=job.stop_grace)
+    actor = None
+    if manual:
+        from lockconsole.backends.audit import Actor
+
+        actor = Actor.current()
+
+    def attempt_and_run() -> Run:
+        attempt = begin(
+            job,
+            config.database_for(job),
+            config.ledger_for(job),
+            instance=instance,
+            slot=slot,
+            trigger="manual" if manual else "scheduled",
+            stop=stop,
+            actor=None if actor is None else str(actor),
+        )
+        return run_target(attempt, target, command=command)
+
     with on_signals(stop):
         if command is not None:
             command.prepare()
         try:
-            try:
-                attempt = begin(
-                    job,
-                    config.database_for(job),
-                    config.ledger_for(job),
-                    instance=instance,
-                    slot=slot,
-                    trigger="manual" if manual else "scheduled",
-                    stop=stop,
-                )
-            except Stopped as exc:
-                logging.getLogger("lockconsole.engine.runner").warning(
-                    "event=stopped job=%s message=%s",
-                    job.name,
-                    json.dumps(f"{exc}: before the lock"),
-                )
-                return 128 + (stop.signum or 15)
-            run = run_target(attempt, target, command=command)
+            if actor is None:
+                run = attempt_and_run()
+            else:  # a person asked: audited first (nothing runs if the row cannot be written)
+                from lockconsole.backends.audit import audited_trigger
+
+                ledger = config.ledger_for(job)
+                run = audited_trigger(ledger, actor, job.name, instance, attempt_and_run)
+        except Stopped as exc:
+            logging.getLogger("lockconsole.engine.runner").warning(
+                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
+            )
+            return 128 + (stop.signum or 15)
         finally:
             if command is not None:
                 command.discard()  # never told "go" (skipped, stopped, failed): it just ends

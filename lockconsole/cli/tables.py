@@ -17,6 +17,7 @@ from lockconsole.text.safe import data_text
 from lockconsole.text.times import age, stamp, took
 
 if TYPE_CHECKING:
+    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
 
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
@@ -80,7 +81,7 @@ def runs_table(runs: Sequence[Run]) -> None:
     if not runs:
         out.print("no runs recorded")
         return
-    table = Table(title="run history (newest first)", title_justify="left")
+    table = Table(title="run history (newest first; times UTC)", title_justify="left")
     for col in (
         "job",
         "slot",
@@ -94,14 +95,14 @@ def runs_table(runs: Sequence[Run]) -> None:
     ):
         table.add_column(col, overflow="fold")
     for r in runs:
-        length = took(r.finished_at - r.started_at) if r.finished_at else "-"
+        length = took(r.finished_at - r.started_at) if r.finished_at else "running"
         style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
         slot, started = stamp(r.slot, zone=False), stamp(r.started_at, zone=False)
         cells = (
             r.job,
             slot,
             r.instance,
-            r.trigger,
+            r.trigger if r.actor is None else f"{r.trigger} by {r.actor}",
             r.outcome,
             started,
             length,
@@ -110,6 +111,32 @@ def runs_table(runs: Sequence[Run]) -> None:
         table.add_row(
             *(data_text(c, limit=KEY_WIDTH) for c in cells),
             data_text(r.message or "", limit=TEXT_WIDTH),
+            style=style,
+        )
+    out.print(table)
+
+
+def audit_table(entries: Sequence[AuditEntry]) -> None:
+    if not entries:
+        out.print("no audited actions")
+        return
+    table = Table(title="audit (newest first; times UTC)", title_justify="left")
+    for col in ("at", "action", "job", "by", "database", "target", "result", "message"):
+        table.add_column(col, overflow="fold", no_wrap=col == "at")
+    for e in entries:
+        cells = (
+            stamp(e.at, zone=False),
+            e.action,
+            e.job or "-",
+            f"{e.os_user}@{e.host}",
+            e.database,
+            e.target,
+            e.result,
+        )
+        style = {"attempted": "yellow", "error": "red"}.get(e.result)
+        table.add_row(
+            *(data_text(c, limit=KEY_WIDTH) for c in cells),
+            data_text(e.message or "", limit=TEXT_WIDTH),
             style=style,
         )
     out.print(table)

@@ -1,4 +1,5 @@
-"""`lockconsole locks | history | dupes | release | check`: the console's views as commands.
+"""`lockconsole locks | history | audit | dupes | release | check`: the console's views as
+commands.
 
 Readable tables by default, `--json` for scripts. Every command goes through the Console
 facade; `--read-only` refuses `release`.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,8 @@ from lockconsole.text.safe import shown
 if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.model.views import Holder
+
+Command = Callable[["ConsoleFacade", argparse.Namespace], int]  # cmd_*: a view over the facade
 
 EXIT_ALERTS = 1
 EXIT_NOT_RELEASED = 1
@@ -33,6 +37,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--job", metavar="NAME", help="only this job")
     h.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
     h.add_argument("--json", action="store_true", help="print one JSON object")
+
+    a = sub.add_parser("audit", help="force-releases and triggers: who, when, what, the result")
+    a.add_argument("--job", metavar="NAME", help="only this job's")
+    a.add_argument("--since", metavar="DURATION", help="only this recent (e.g. 2h, 30m, 1d)")
+    a.add_argument("--limit", type=int, default=200, metavar="N", help="how many (default 200)")
+    a.add_argument("--json", action="store_true", help="print one JSON object")
 
     d = sub.add_parser("dupes", help="duplicate keys in a job's idempotency table")
     d.add_argument("job", help="the job whose idempotency table to inspect")
@@ -75,9 +85,9 @@ def dispatch(args: argparse.Namespace) -> int:
     from lockconsole.console.facade import Console
 
     config = load_config(args.config)
+    command: Command = globals()[f"cmd_{args.command}"]
     with Console(config, read_only=args.read_only) as console:
-        command = globals()[f"cmd_{args.command}"]
-        return int(command(console, args))
+        return command(console, args)
 
 
 MAX_LIMIT = 100_000
@@ -105,6 +115,31 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
     holders_table(holders, snap.taken_at)
     print_problems(snap)
     return 0
+
+
+def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    """Every audited force-release and trigger; exit 1 when a database could not be read."""
+    from lockconsole.config.checks import parse_duration
+    from lockconsole.model.slots import utcnow
+
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"audit: --limit must be at least 1 and at most {MAX_LIMIT}")
+    since = None
+    if args.since is not None:
+        try:
+            since = utcnow() - parse_duration(args.since)
+        except ValueError as exc:
+            raise UsageError(f"audit: --since: {exc}") from None
+    entries, errors = console.audit(args.job, since=since, limit=args.limit)
+    if args.json:
+        _print_json({"entries": entries, "errors": dict(errors)})
+    else:
+        from lockconsole.cli.tables import audit_table
+
+        audit_table(entries)
+        for database, error in errors:
+            print(shown(f"error: {database}: {error}"), file=sys.stderr)
+    return 1 if errors else 0
 
 
 def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
@@ -164,7 +199,7 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
 
 
 def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
-    from lockconsole.console.facade import ReadOnlyError
+    from lockconsole.console.protocol import ReadOnlyError
 
     if console.read_only:
         raise ReadOnlyError("release refused: --read-only is set")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import UTC, timedelta, tzinfo
 
 from lockconsole.model import cron
 
@@ -115,3 +115,15 @@ def check_timezone(name: object) -> str:
             f"unknown time zone {name!r} (expected an IANA name like 'UTC' or 'Europe/Berlin')"
         ) from None
     return name
+
+
+def zone_named(name: str) -> tzinfo:
+    """The zone of a `[console] timezone` name (UTC for 'UTC'); ValueError when unknown."""
+    if name.upper() == "UTC":
+        return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name, e.g. Europe/Berlin)") from None

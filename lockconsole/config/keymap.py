@@ -8,12 +8,16 @@ from collections.abc import Callable, Mapping
 # action id -> default key; lockconsole.tui.bindings.ACTIONS uses exactly these
 DEFAULT_KEYS: dict[str, str] = {
     "trigger": "t",
+    "pause_job": "P",
     "release": "x",
     "duplicates": "d",
-    "run_detail": "i",
+    "describe": "i",
     "timeline": "s",
     "filter": "slash",
     "group": "g",
+    "maximise": "z",
+    "sort_next": "greater_than_sign",
+    "sort_previous": "less_than_sign",
     "pause": "p",
     "refresh": "r",
     "log": "o",

@@ -20,6 +20,7 @@ class ConsoleSettings:
     statement_timeout: timedelta = timedelta(seconds=5)  # per query, so the console never hangs
     connect_timeout: timedelta = timedelta(seconds=5)  # per console connection attempt
     duplicates_every: timedelta = timedelta(minutes=1)  # how often idempotency tables are scanned
+    timezone: str = "UTC"  # the one zone the console shows its times in (named once on screen)
 
 
 _DURATIONS = (
@@ -47,11 +48,21 @@ def parse_console(
             if duration <= timedelta(0):
                 raise error(key, "must be longer than zero")
             values[key] = duration
+        elif key == "timezone":
+            from lockconsole.config.checks import zone_named
+
+            if not isinstance(value, str):
+                raise error(key, 'must be a time zone name, e.g. "UTC" or "Europe/Berlin"')
+            try:
+                zone_named(value)
+            except ValueError as exc:
+                raise error(key, str(exc)) from None
+            values[key] = value
         elif key == "history_limit":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
                 raise error(key, "must be a whole number from 1 to 100000")
             values[key] = value
         else:
-            allowed = ", ".join((*_DURATIONS, "history_limit"))
+            allowed = ", ".join((*_DURATIONS, "history_limit", "timezone"))
             raise error(key, f"unknown key (allowed: {allowed})")
     return ConsoleSettings(**values)

@@ -13,30 +13,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.audit import Actor, AuditEntry, AuditLog, audited_trigger
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
+from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
-from lockconsole.model.errors import ConfigError, UsageError
-from lockconsole.model.jobs import Database, Job, Run
+from lockconsole.console.protocol import ReadOnlyError
+from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
+from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
 from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.execute import Target
     from lockconsole.engine.stopping import Stop
 
 LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads
-
-
-class ReadOnlyError(UsageError):
-    """A mutation was asked for in --read-only mode; nothing was done."""
 
 
 class Console:
@@ -60,6 +60,7 @@ class Console:
             config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
+        self.controls = JobControls(config, self.connections, self.actor)
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -90,7 +91,11 @@ class Console:
             label = f"{db_name}:{table}" if table else db_name
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
-        runs: list[Run] = [run for found in reads.runs.values() for run in found]
+        # two database names for one database read the same ledger: each row counts once
+        unique = {
+            (r.id, r.job, r.instance, r.started_at): r for f in reads.runs.values() for r in f
+        }
+        runs: list[Run] = list(unique.values())
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)
@@ -102,10 +107,18 @@ class Console:
             idle_threshold=self.settings.idle_threshold,
             orphaned_pids=orphaned,
         )
+        pauses = self.controls.pauses(jobs, now, errors)
         reports = slot_reports(
-            jobs, runs, now=now, lookback=self.settings.lookback, grace=self.settings.grace
+            jobs,
+            runs,
+            now=now,
+            lookback=self.settings.lookback,
+            grace=self.settings.grace,
+            pauses=pauses,
         )
-        alert_list = list(alerts(reports, holders_t, dup_counts, jobs=jobs))
+        # runs of jobs another configuration shares the ledger with: shown, never alerted here
+        ours = [r for r in reports if r.job in self.config.jobs]
+        alert_list = list(alerts(ours, holders_t, dup_counts, jobs=jobs))
         alert_list += self.connections.pooler_alerts()
         alert_list += abandoned
         holding: dict[str | None, Holder] = {}  # each job's first granted holder
@@ -116,7 +129,13 @@ class Console:
         snapshot = Snapshot(
             taken_at=now,
             jobs=tuple(
-                JobStatus(j, next_fire(j, now), holding.get(j.name), last_run.get(j.name))
+                JobStatus(
+                    j,
+                    next_fire(j, now),
+                    holding.get(j.name),
+                    last_run.get(j.name),
+                    pauses.get(j.name),
+                )
                 for j in jobs
             ),
             holders=tuple(holders_t),
@@ -170,6 +189,36 @@ class Console:
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         return runs[:limit]
 
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        """Force-releases and triggers, newest first, from the audit table of every SQL
+        database of this configuration (each read once), and (database, error) for each
+        database that could not be read (one down hides no other)."""
+        if job is not None:
+            self.config.job(job)
+        homes = {
+            home.name: home
+            for home in map(self.connections.sql_home, self.config.databases.values())
+            if home.url.dialect != "redis"
+        }
+        entries: list[AuditEntry] = []
+        errors: list[tuple[str, str]] = []
+        for name in sorted(homes):
+            try:
+                log = AuditLog(homes[name])
+            except Exception as exc:  # a driver missing or a URL refused: that database only
+                errors.append((name, " ".join(str(exc).split())))
+                continue
+            try:
+                entries.extend(log.entries(limit, job=job, since=since))
+            except DatabaseError as exc:
+                errors.append((name, str(exc)))
+            finally:
+                log.close()
+        entries.sort(key=lambda e: (e.at, e.id), reverse=True)
+        return entries[:limit], errors
+
     # --- the duplicate inspector ---------------------------------------------------------
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
@@ -201,7 +250,7 @@ class Console:
         database = self.config.databases[holder.database]
         table = holder.source if holder.kind == "lease" else None
         inspector = self.connections.inspector(database.name, table)
-        audit = AuditLog(self.connections.sql_home(database))
+        audit = AuditLog(self.connections.sql_home(database), job=holder.job)
         try:
             return inspector.release(holder, actor=self.actor, audit=audit)
         finally:
@@ -250,20 +299,71 @@ class Console:
         else:
             raise UsageError(f"job {job.name!r} has no command or callable to trigger")
         name = instance or self.instance or default_instance(self.config.instance)
-        attempt = begin(
-            job,
-            self.config.database_for(job),
-            self.config.ledger_for(job),
-            instance=name,
-            trigger="manual",
-            stop=stop,
+
+        def act() -> Run:
+            attempt = begin(
+                job,
+                self.config.database_for(job),
+                self.config.ledger_for(job),
+                instance=name,
+                trigger="manual",
+                stop=stop,
+                actor=str(self.actor),
+            )
+            if not attempt.acquired:
+                who = self._describe_holder(job)
+                if who:
+                    attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
+                return attempt.run
+            return run_target(attempt, target, handle_signals=False, output=output)
+
+        # audited in the job's ledger database, before anything is tried
+        run: Run = audited_trigger(self.config.ledger_for(job), self.actor, job.name, name, act)
+        return run
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output, from the first ledger that has run `run_id` (None: none has)."""
+        from lockconsole.backends.ledger.outputs import output_of
+
+        names = sorted({self.config.ledger_for(j).name for j in self.config.jobs.values()})
+        for name in names:
+            found = output_of(self.connections.ledger(name), run_id)
+            if found is not None:
+                return found
+        return None
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance (audited); refused when read-only."""
+        self._refuse_if_read_only("pause")
+        return self.controls.pause(job_name, note, until)
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None; refused when read-only."""
+        self._refuse_if_read_only("resume")
+        return self.controls.resume(job_name)
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); refused when read-only."""
+        self._refuse_if_read_only("request")
+        return self.controls.request(
+            job_name,
+            slot=slot,
+            instance=instance,
+            force=force,
+            timeout=timeout or DEFAULT_TIMEOUT,
         )
-        if not attempt.acquired:
-            who = self._describe_holder(job)
-            if who:
-                attempt.run = replace(attempt.run, message=f"{attempt.run.message}: {who}")
-            return attempt.run
-        return run_target(attempt, target, handle_signals=False, output=output)
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now (queued, running on an instance, its outcome, expired)."""
+        return self.controls.request_state(job_name, request_id)
 
     def close(self) -> None:
         self.connections.close()

@@ -1,7 +1,8 @@
 """What the CLI and the TUI may ask of a console: the Console facade's public surface.
 
-Console (over real databases) and tui.sample.SampleConsole (over a fixed data set) both
-satisfy ConsoleFacade; callers type against it, not against either class.
+Console (over real databases) and tui.sample_console.SampleConsole (over a fixed data set) both
+satisfy ConsoleFacade; callers type against it, not against either class, and catch the
+ReadOnlyError it raises.
 """
 
 from __future__ import annotations
@@ -9,13 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lockconsole.model.errors import UsageError
+
 if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
+    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.inspect import ReleaseResult
+    from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
-    from lockconsole.model.jobs import Run
+    from lockconsole.model.jobs import Pause, Run
     from lockconsole.model.views import Holder, Snapshot
+
+
+class ReadOnlyError(UsageError):
+    """A mutation was asked for in --read-only mode; nothing was done."""
 
 
 class ConsoleFacade(Protocol):
@@ -30,6 +42,12 @@ class ConsoleFacade(Protocol):
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         """Recent attempts, newest first, of every job or of `job`."""
+        ...
+
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        """Force-releases and triggers, newest first; (database, error) of those unread."""
         ...
 
     def find_holders(
@@ -51,6 +69,34 @@ class ConsoleFacade(Protocol):
         stop: Stop | None = None,
     ) -> Run:
         """Run the job here now, under its lock; the finished (or skipped) Run."""
+        ...
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        """Ask the fleet to run a job now, or a slot again (audited); the request's id."""
+        ...
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """A run request as it is now."""
+        ...
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        """A run's kept output tail (or traceback); None when no ledger has the run."""
+        ...
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        """Pause a job on every instance until resumed or `until` (audited)."""
+        ...
+
+    def resume(self, job_name: str) -> Pause | None:
+        """End a job's pause (audited); the pause that ended, or None."""
         ...
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:

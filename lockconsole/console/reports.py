@@ -5,7 +5,8 @@ attempts got the lock (more than one is a double run), how many skipped, and how
 A scheduled firing in the lookback window that is past its grace period with no attempt that
 got the lock is a missed slot, counted only from when the job first appears in the ledger
 (or from `first_seen`). Manual runs have their own slots: they are reported, but they never
-make a scheduled slot missed or double.
+make a scheduled slot missed or double. A slot every instance found paused (or a firing
+while its job is paused) is paused, not missed, and raises no alert.
 
     reports = slot_reports(jobs, runs, now=utcnow(), lookback=timedelta(days=1),
                            grace=timedelta(minutes=5))
@@ -20,11 +21,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from lockconsole.model.jobs import Job, Run
-from lockconsole.model.views import Alert, Holder, SlotReport
+from lockconsole.model.jobs import Job, Pause, Run
+from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
 GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
-ALERT_STATUSES = ("double_run", "missed", "lock_lost", "failed")
+# the slot statuses that are alerts, and the alert each one is
+ALERT_STATUSES: dict[SlotStatus, AlertKind] = {
+    "double_run": "double_run",
+    "missed": "missed",
+    "lock_lost": "lock_lost",
+    "failed": "failed",
+}
+# a slot's status when one attempt took its lock, by that attempt's outcome
+_ONE_ATTEMPT: dict[str, SlotStatus] = {
+    "acquired": "running",
+    "succeeded": "ok",
+    "failed": "failed",
+    "lock_lost": "lock_lost",
+}
 MAX_MISSED_PER_JOB = 1000  # newest missed firings listed per job (an every-second job)
 
 
@@ -44,11 +58,11 @@ def _start_order(run: Run) -> tuple[datetime, int]:
     return run.started_at, run.id or 0
 
 
-def _status(got: list[Run]) -> str:
-    """The status of a slot whose lock was taken by the attempts in `got`."""
+def _status(got: list[Run]) -> SlotStatus:
+    """The status of a slot whose lock was taken by the attempts in `got` (outcomes in GOT_LOCK)."""
     if len(got) > 1:
         return "double_run"
-    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
+    return _ONE_ATTEMPT[got[0].outcome]
 
 
 def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
@@ -80,8 +94,13 @@ def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotRep
         acquired=len(got),
         skipped=sum(r.outcome == "skipped" for r in runs),
         outcomes=tuple((r.instance, r.outcome) for r in runs),
-        status=_status(got) if got else "missed",  # type: ignore[arg-type]
+        status=_status(got) if got else _not_run(runs),
     )
+
+
+def _not_run(runs: list[Run]) -> SlotStatus:
+    """The status of a slot no attempt ran: paused if an instance found the job paused."""
+    return "paused" if any(r.outcome == "paused" for r in runs) else "missed"
 
 
 def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[datetime]:
@@ -108,8 +127,13 @@ def slot_reports(
     lookback: timedelta,
     grace: timedelta,
     first_seen: Mapping[str, datetime] | None = None,
+    pauses: Mapping[str, Pause] | None = None,
 ) -> list[SlotReport]:
-    """Every slot in the lookback window (plus slots still running), newest first."""
+    """Every slot in the lookback window (plus slots still running), newest first.
+
+    A firing no instance attempted while its job was paused (`pauses`: the pauses in force)
+    is reported paused, not missed.
+    """
     window_start = now - lookback
     groups: dict[tuple[str, datetime, bool], list[Run]] = defaultdict(list)
     earliest: dict[str, datetime] = {}
@@ -137,7 +161,10 @@ def slot_reports(
         start = max(start, window_start)
         for fire in firings(job, start, now - grace, MAX_MISSED_PER_JOB):
             if (job.name, fire) not in covered:
-                reports.append(SlotReport(job.name, fire, 0, 0, (), "missed"))
+                pause = (pauses or {}).get(job.name)
+                paused = pause is not None and pause.covers(fire)
+                status = "paused" if paused else "missed"
+                reports.append(SlotReport(job.name, fire, 0, 0, (), status))  # type: ignore[arg-type]
     reports.sort(key=lambda r: (r.slot, r.job), reverse=True)
     return reports
 
@@ -146,11 +173,10 @@ def slot_reports(
 
 
 def format_slot(slot: datetime) -> str:
-    """A slot as an operator reads it: 2026-11-29 02:00 UTC (seconds only when it has them)."""
-    slot = slot.astimezone(UTC)
-    if slot.second or slot.microsecond:
-        return slot.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return slot.strftime("%Y-%m-%d %H:%M UTC")
+    """A slot as an operator reads it: 2026-11-29 02:00:00 UTC (the one time format)."""
+    from lockconsole.text.times import stamp
+
+    return stamp(slot)
 
 
 def _slot_message(report: SlotReport) -> str:
@@ -174,12 +200,10 @@ def _slot_message(report: SlotReport) -> str:
 
 
 def _length(seconds: float) -> str:
-    """An overlap's length: milliseconds below a second, else as `times.reading` writes it."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    from lockconsole.text.times import reading
+    """An overlap's length, in the one duration format."""
+    from lockconsole.text.times import span
 
-    return reading(timedelta(seconds=seconds))
+    return span(timedelta(seconds=seconds))
 
 
 def _holder_message(holder: Holder) -> str:
@@ -220,7 +244,7 @@ def alerts(
 ) -> list[Alert]:
     """One alert per bad slot, per stale holder and per job with duplicate keys."""
     out = [
-        Alert(kind=r.status, job=r.job, message=_slot_message(r), slot=r.slot)  # type: ignore[arg-type]
+        Alert(kind=ALERT_STATUSES[r.status], job=r.job, message=_slot_message(r), slot=r.slot)
         for r in reports
         if r.status in ALERT_STATUSES
     ]

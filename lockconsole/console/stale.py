@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from lockconsole.model.fast import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
-from lockconsole.text.times import reading
+from lockconsole.text.times import reading, stamp
 
 FINISHED = frozenset({"succeeded", "failed", "lock_lost"})
 SETTLE = timedelta(seconds=2)  # a run finished this recently may be mid-release: not stale yet
@@ -88,9 +88,9 @@ def _finished_reason(holder: Holder, job: Job, run: Run, now: datetime) -> str |
         locked_at = holder.held_since or run.started_at
         if holder.lock_until <= locked_at + job.min_hold + LEASE_SLACK:
             return None  # released: the lease keeps its min_hold (lockAtLeastFor)
-    ago = reading(now - run.finished_at)
+    # an absolute time: the alert is logged once and must stay true afterwards
     return (
-        f"run {run.id} on {run.instance} finished ({run.outcome}) {ago} ago "
+        f"run {run.id} on {run.instance} finished ({run.outcome}) at {stamp(run.finished_at)} "
         "but its lock is still held"
     )
 

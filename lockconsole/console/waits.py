@@ -113,11 +113,13 @@ def wait_for(calls: Iterable[tuple[Call[Any], bool]], budget: float) -> None:
 def pending_text(call: Call[Any], budget: float, last_error: str | None) -> str:
     """What a database whose call has not answered yet shows."""
     waited = call.elapsed()
+    from lockconsole.text.times import seconds
+
     if call.timed_out or waited >= budget:
-        return f"no answer within {budget:g} s"
+        return f"no answer within {seconds(budget)}"
     text = (
-        f"still waiting for the last answer ({waited:.0f} s)"
+        f"still waiting for the last answer ({seconds(int(waited))})"
         if call.carried
-        else f"no answer yet ({waited:.0f} s)"
+        else f"no answer yet ({seconds(int(waited))})"
     )
     return f"{text}; last error: {last_error}" if last_error else text

@@ -40,9 +40,19 @@ def period_for(slot: datetime) -> str:
     return slot.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+CONFIG_NAME = "lockconsole-demo.toml"  # what the demo writes into its state directory
+
+
 @cache
 def _config() -> Config:
-    return load_config()  # $LOCKCONSOLE_CONFIG, set by the fleet
+    """The demo's config: $LOCKCONSOLE_CONFIG (the fleet's processes get it), else the file
+    the demo wrote into its state directory (a console's trigger runs the job in its own
+    process, which was opened with --config or by the demo, not through the environment)."""
+    if os.environ.get("LOCKCONSOLE_CONFIG"):
+        return load_config()
+    from lockconsole.demo.server import state_dir
+
+    return load_config(str(state_dir() / CONFIG_NAME))
 
 
 def _pace() -> float:

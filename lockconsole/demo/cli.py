@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lockconsole.demo import BILLING_JOB, DEFAULT_NIGHT_SECONDS
+from lockconsole.engine.stopping import handling
 from lockconsole.model.errors import UsageError
 
 BILLING_SHARE = 0.25  # the share of a night the billing run takes (the lock is visibly held)
@@ -65,12 +66,8 @@ def _interrupts_end_the_demo() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with handling((signal.SIGTERM, signal.SIGHUP), stop):
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextmanager

@@ -3,7 +3,9 @@
 It runs lockconsole's Scheduler over the demo config's scheduled jobs, exactly as
 `lockconsole schedule --instance web-N` would, with one difference: its clock starts the
 schedule at --first-slot, the firing right after the seeded history, so no slot falls between
-the history and the live fleet. It stops on SIGTERM, or when the demo that started it is gone.
+the history and the live fleet. Like `schedule`, it serves run requests (the console's trigger
+"on the fleet", `lockconsole request`) and honours pauses. It stops on SIGTERM, or when the demo
+that started it is gone.
 """
 
 from __future__ import annotations
@@ -72,7 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = AlignedClock(datetime.fromisoformat(args.first_slot))
     scheduler = Scheduler(config, jobs, instance=args.instance, clock=clock)
     watch_parent(lambda: scheduler.stop("the demo went away"))
-    return scheduler.run_forever()
+    from lockconsole.serving import RequestServer
+
+    server = RequestServer(config, list(config.jobs.values()), instance=args.instance).start()
+    try:
+        return scheduler.run_forever()
+    finally:
+        server.stop(wait=5.0)
 
 
 if __name__ == "__main__":

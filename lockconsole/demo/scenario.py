@@ -40,7 +40,7 @@ from lockconsole.demo import (
     REMINDERS_JOB,
     REMINDERS_KEY,
 )
-from lockconsole.demo.billing import period_for
+from lockconsole.demo.billing import CONFIG_NAME, period_for
 from lockconsole.engine.runner import SKIP_HELD
 from lockconsole.model.errors import UsageError
 from lockconsole.model.jobs import Outcome, Run, evolve
@@ -204,7 +204,7 @@ def build(
     billing_url = database_url(base_url, DATABASE)
     if mysql_url:
         _check_mysql(mysql_url)
-    path = directory / "lockconsole-demo.toml"
+    path = directory / CONFIG_NAME
     path.write_text(config_text(billing_url, night_seconds, mysql_url), encoding="utf-8")
     config = load_config(str(path))
     _recreate_database(base_url)

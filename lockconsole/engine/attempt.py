@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import Lock
+from lockconsole.backends.ledger.outputs import keep_output
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.store import finished as finished_run
 from lockconsole.backends.rounds import LOST, Finished, Rounds
@@ -22,7 +23,7 @@ from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, 
 from lockconsole.engine.sessions import SessionRegistry, give_back
 from lockconsole.engine.stopping import Stop
 from lockconsole.engine.watchdog import WATCHDOGS, Watch
-from lockconsole.model.errors import DatabaseError, LockLostError, RunClosedError
+from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError, RunClosedError
 from lockconsole.model.jobs import Job, Run, evolve
 from lockconsole.model.slots import utcnow
 
@@ -86,6 +87,7 @@ class Attempt:
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
     rounds: Rounds | None = None  # check, record and release in one statement (PostgreSQL)
+    output: str | None = None  # the job's output tail (or traceback), kept with the outcome
 
     @property
     def lost(self) -> threading.Event:
@@ -152,6 +154,7 @@ class Attempt:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
         self.lost.set()
         log_attempt("lock_lost", self.run, message="lock or its connection went away")
+        faultpoints.reach(faultpoints.LOCK_LOST)  # flagged: the job's next check() raises
         for callback in self.on_lock_lost if callbacks else ():
             try:
                 callback(self)
@@ -198,10 +201,20 @@ class Attempt:
                 faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
                 self.run = self._record(outcome, exit_code, message)
                 clean = self.run.outcome != "lock_lost"
+            self._keep_output()
         finally:
             self._release(clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
+
+    def _keep_output(self) -> None:
+        """Keep the job's output tail with its run (a failure is logged: the outcome stands)."""
+        if not self.output or self.run.id is None:
+            return
+        try:
+            keep_output(self.ledger, self.run.id, self.output)
+        except (DatabaseError, LedgerDenied) as exc:
+            log.warning("could not keep the output of run %s: %s", self.run.id, exc)
 
     def _take_in(
         self, finished: Finished, outcome: str, exit_code: int | None, message: str | None

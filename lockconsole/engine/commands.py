@@ -8,6 +8,10 @@ Linux's parent-death SIGKILL tied to the supervisor.
 
 A stop may be requested at any instant, even before the child exists: it is remembered
 (under a lock) and start() refuses to start the job, or stops it right after it exists.
+
+The child's stdout and stderr always come through pipes: they are passed on as they arrive (to
+our own stdout and stderr, or line by line to `output`) and their last TAIL_BYTES are kept in
+`tail`, for the run ledger.
 """
 
 from __future__ import annotations
@@ -19,10 +23,39 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lockconsole.engine import faultpoints
 
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
+TAIL_BYTES = 64 * 1024  # of a command's output (stdout and stderr, as they came) kept
+
+
+class OutputTail:
+    """The last `limit` bytes of an output written by several threads."""
+
+    def __init__(self, limit: int = TAIL_BYTES) -> None:
+        self.limit = limit
+        self._data = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._data += chunk
+            over = len(self._data) - self.limit
+            if over > 0:
+                del self._data[:over]
+                self._dropped += over
+
+    def text(self) -> str | None:
+        """The tail as text (None when there was no output); says how much was cut."""
+        with self._lock:
+            data, dropped = bytes(self._data), self._dropped
+        if not data and not dropped:
+            return None
+        body = data.decode("utf-8", "replace")
+        return f"[… {dropped} earlier bytes not kept]\n{body}" if dropped else body
 
 
 class Command:
@@ -44,7 +77,8 @@ class Command:
         self.stop_reason: str | None = None
         self.start_error: str | None = None  # set by wait() when the command could not start
         self._lock = threading.RLock()  # re-entrant: a signal handler may stop() inside start()
-        self._reader: threading.Thread | None = None
+        self._readers: list[threading.Thread] = []
+        self.tail = OutputTail()
         self._ctl: int | None = None  # our end of the supervisor's pipe: "go", or closed
         self._status: int | None = None  # the supervisor's report of a failed start
         self._killing = False
@@ -74,8 +108,8 @@ class Command:
                 env=self.env,
                 pass_fds=(ctl_r, status_w),
                 stdin=subprocess.DEVNULL if piped else None,
-                stdout=subprocess.PIPE if piped else None,
-                stderr=subprocess.STDOUT if piped else None,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if piped else subprocess.PIPE,
             )
         except BaseException:
             for fd in (ctl_r, ctl_w, status_r, status_w):
@@ -85,8 +119,14 @@ class Command:
         os.close(status_w)
         self._ctl, self._status = ctl_w, status_r
         if self.output is not None:
-            self._reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
-            self._reader.start()
+            self._readers = [threading.Thread(target=self._pump, args=(proc,), daemon=True)]
+        else:
+            self._readers = [
+                threading.Thread(target=self._relay, args=(pipe, fd), daemon=True)
+                for pipe, fd in ((proc.stdout, 1), (proc.stderr, 2))
+            ]
+        for reader in self._readers:
+            reader.start()
         with self._lock:
             self.proc = proc
 
@@ -135,14 +175,29 @@ class Command:
         """Hand each line of the child's output (stdout and stderr) to `output`."""
         assert proc.stdout is not None and self.output
         for raw in proc.stdout:
+            self.tail.add(raw)
             self.output(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def _relay(self, pipe: Any, fd: int) -> None:
+        """Pass one of the child's streams on to our own `fd` as it comes, keeping its tail."""
+        while chunk := os.read(pipe.fileno(), 65536):
+            self.tail.add(chunk)
+            try:
+                while chunk:
+                    chunk = chunk[os.write(fd, chunk) :]
+            except OSError:  # our own stream is closed: the tail is still kept
+                pass
 
     def wait(self) -> int:
         """The job's exit code; a death by signal N is 128 + N, as shells report it."""
         assert self.proc is not None
         code = self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
+        for reader in self._readers:
+            reader.join(timeout=5)  # a background child may keep the pipe open: not waited for
+        if not any(reader.is_alive() for reader in self._readers):
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         self._close_pipes()
         return 128 - code if code < 0 else code
 

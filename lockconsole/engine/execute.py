@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import signal
-import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt
 from lockconsole.engine.commands import Command
+from lockconsole.engine.stopping import handling
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import Run
 
@@ -47,8 +48,10 @@ def run_target(
 ) -> Run:
     """Run `target` while the attempt holds the lock; record and return the finished Run.
 
-    `output` receives a command's output line by line (default: it goes to our stdout).
-    `command` is the target's Command, prepared (its supervisor started) before the lock.
+    `output` receives a command's output line by line (default: it goes to our stdout and
+    stderr). The tail of a command's output, or a callable's exception and traceback, is kept
+    in the run ledger with the outcome. `command` is the target's Command, prepared (its
+    supervisor started) before the lock.
     """
     if not attempt.acquired:
         return attempt.run
@@ -83,6 +86,7 @@ def _run_command(
         command.start()
         code = command.wait() if command.proc is not None else None
     faultpoints.reach(faultpoints.BEFORE_RECORD)
+    attempt.output = command.tail.text()
     if command.start_error:
         return attempt.finish("failed", exit_code=127, message=command.start_error)
     if not command.job_started:
@@ -111,8 +115,10 @@ def _run_callable(attempt: Attempt, fn: Callable[..., Any], handle_signals: bool
             fn(attempt) if takes_attempt else fn()
         except JobInterrupted as exc:
             outcome, code, message = "failed", 130, str(exc)
+            attempt.output = traceback.format_exc()
         except Exception as exc:
             outcome, code, message = "failed", 1, f"{type(exc).__name__}: {exc}"
+            attempt.output = traceback.format_exc()
         finally:
             running[0] = False
     return attempt.finish(outcome, exit_code=code, message=message)
@@ -133,12 +139,8 @@ def _accepts_argument(fn: Callable[..., Any]) -> bool:
 @contextmanager
 def _signals(handler: Callable[[int, object], None] | None) -> Iterator[None]:
     """Install `handler` for SIGTERM and SIGINT while the job runs (main thread only)."""
-    if handler is None or threading.current_thread() is not threading.main_thread():
+    if handler is None:
         yield
         return
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with handling((signal.SIGTERM, signal.SIGINT), handler):
         yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

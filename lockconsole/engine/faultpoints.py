@@ -29,6 +29,7 @@ AFTER_SPAWN = "after_spawn"  # Command.start(): the supervisor exists, the job n
 JOB_STARTED = "job_started"  # Command.start(): the job was told to start
 BEFORE_RECORD = "before_record"  # run_target(): the job ended; not recorded nor released yet
 STOP_REQUESTED = "stop_requested"  # Stop.request(): a stop was requested and passed on
+LOCK_LOST = "lock_lost"  # Attempt: the watchdog saw the lock go and flagged the attempt
 ATTEMPT_POINTS = (
     CONNECTING,
     BEFORE_TRY_LOCK,

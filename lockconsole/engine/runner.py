@@ -11,9 +11,11 @@ import os
 import socket
 from contextlib import nullcontext
 from datetime import datetime
+from typing import Any
 
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import open_lock, rounds_for
+from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.rounds import SKIP_HELD, Rounds
 from lockconsole.engine import faultpoints
@@ -21,7 +23,7 @@ from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
 from lockconsole.engine.stopping import Stop
 from lockconsole.model.errors import DatabaseError, RunClosedError
-from lockconsole.model.jobs import Database, Job, Run, Trigger, evolve
+from lockconsole.model.jobs import Database, Job, Outcome, Run, Trigger, evolve
 from lockconsole.model.slots import manual_slot, slot_for, utcnow
 
 log = logging.getLogger("lockconsole.engine.runner")
@@ -48,7 +50,7 @@ def application_name(job: Job, instance: str) -> str:
 
 def exit_code_for(run: Run) -> int:
     """The documented exit code of `lockconsole run` for a finished attempt."""
-    if run.outcome == "skipped":
+    if run.outcome in ("skipped", "paused"):
         return EXIT_SKIPPED
     if run.outcome == "lock_lost":
         return EXIT_LOCK_LOST
@@ -68,9 +70,13 @@ def begin(
     trigger: Trigger = "scheduled",
     sessions: SessionRegistry | None = None,
     stop: Stop | None = None,
+    actor: str | None = None,
+    force: bool = False,
 ) -> Attempt:
     """Try the lock once and record the attempt; the Attempt says whether to run.
 
+    `actor` (who asked for a manual run, "os_user@host") goes into the ledger row.
+    `force` runs a scheduled slot even if it already succeeded (once_per_slot is not asked).
     With `sessions`, the lock and ledger connections come from (and go back to) that registry,
     so repeated attempts in one process connect once; without, they are opened and closed here.
     With `stop`, a stop requested before the lock is tried raises Stopped (nothing is held or
@@ -94,6 +100,7 @@ def begin(
         started_at=started,
         strategy=job.strategy,
         lock_key=str(job.key),
+        actor=actor,
     )
     key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
     session = sessions.take(key) if sessions is not None else None
@@ -111,10 +118,13 @@ def begin(
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
+        pause = pause_of(ledger, job.name, started)  # the control lookup (pauses)
+        if pause is not None:
+            return _skipped(job, ledger, base, pause.reason(), lock, sessions, key, "paused")
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
             stop.enter_holding()
-        claims = job.once_per_slot and trigger == "scheduled"
+        claims = job.once_per_slot and trigger == "scheduled" and not force
         try:
             run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
         except DatabaseError:
@@ -221,6 +231,27 @@ def _share_connection(
     """
     if job.strategy in ("pg-session", "mysql") and database.url.raw == ledger_database.url.raw:
         ledger.borrow(lock.conn)  # type: ignore[attr-defined]
+
+
+def _skipped(
+    job: Job,
+    ledger: Ledger,
+    base: Run,
+    reason: str,
+    lock: Lock,
+    sessions: SessionRegistry | None,
+    key: tuple[Any, ...],
+    outcome: Outcome = "skipped",
+) -> Attempt:
+    """Record a skip (or a pause); the lock (not held) and the ledger go back or are closed."""
+    try:
+        run = ledger.record(evolve(base, outcome=outcome, finished_at=utcnow(), message=reason))
+    except BaseException:
+        give_back(sessions, key, lock, ledger, keep=False)
+        raise
+    give_back(sessions, key, lock, ledger, keep=True)
+    log_attempt(outcome, run)
+    return Attempt(job, run, None, ledger)
 
 
 def _record_skip(ledger: Ledger, base: Run, reason: str) -> Run:

@@ -83,14 +83,17 @@ class Scheduler:
         for fd in self._wake:
             os.set_blocking(fd, False)
         previous_wakeup = None
+        previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._on_signal)
+                previous_handlers[sig] = signal.signal(sig, self._on_signal)
             # a signal delivered to a job thread wakes the main loop through this pipe too
             previous_wakeup = signal.set_wakeup_fd(self._wake[1])
         try:
             return self._loop(duration)
         finally:
+            for sig, handler in previous_handlers.items():  # the app's own handlers again
+                signal.signal(sig, handler)
             if previous_wakeup is not None:
                 signal.set_wakeup_fd(previous_wakeup)
             with self._lock:

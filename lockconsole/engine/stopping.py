@@ -9,7 +9,7 @@ is called at once if the stop was already requested, so no request is lost in a 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -105,23 +105,32 @@ class Stop:
 
 
 @contextmanager
-def on_signals(stop: Stop) -> Iterator[None]:
-    """SIGTERM and SIGINT request `stop` while inside (main thread only; else a no-op)."""
+def handling(signals: Sequence[int], handler: Callable[[int, object], None]) -> Iterator[None]:
+    """`handler` gets `signals` while inside, the handlers that were there get them back after
+    (main thread only, where Python runs signal handlers; elsewhere a no-op)."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, _frame: object) -> None:
-        stop.request(f"stopped by {signal.Signals(signum).name}", signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def on_signals(stop: Stop) -> Iterator[None]:
+    """SIGTERM and SIGINT request `stop` while inside (main thread only; else a no-op)."""
+    import signal
+
+    def handler(signum: int, _frame: object) -> None:
+        stop.request(f"stopped by {signal.Signals(signum).name}", signum)
+
+    with handling((signal.SIGTERM, signal.SIGINT), handler):
+        yield
 
 
 @contextmanager

@@ -153,6 +153,7 @@ class WatchdogPool:
     _tick: float
     _next_wake: float
     _last_watch: float
+    started: int  # watchdog threads this pool has started (for tests and diagnostics)
 
     def __init__(self, max_idle: int = MAX_IDLE, idle_seconds: float = IDLE_SECONDS) -> None:
         self.max_idle = max_idle
@@ -230,6 +231,7 @@ class WatchdogPool:
                 worker.watch = watch
                 worker.assigned.set()
                 return
+            self.started += 1
         _Worker(self, watch).thread.start()
 
     def _rest(self, worker: _Worker) -> bool:
@@ -259,6 +261,7 @@ class WatchdogPool:
         self._tick = MIN_TICK
         self._next_wake = 0.0
         self._last_watch = 0.0
+        self.started = 0
 
 
 WATCHDOGS = WatchdogPool()

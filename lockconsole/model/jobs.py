@@ -11,7 +11,7 @@ from lockconsole.model.fast import evolve as evolve
 Strategy = Literal["pg-session", "pg-xact", "mysql", "lease", "redis"]
 STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis")
 Dialect = Literal["postgresql", "mysql", "sqlite", "redis"]
-Outcome = Literal["skipped", "acquired", "succeeded", "failed", "lock_lost"]
+Outcome = Literal["skipped", "paused", "acquired", "succeeded", "failed", "lock_lost"]
 Trigger = Literal["scheduled", "manual"]
 
 
@@ -117,6 +117,27 @@ class Run:
     strategy: str | None = None
     lock_key: str | None = None
     id: int | None = None
+    actor: str | None = None  # who asked for a manual run: "os_user@host"; None when scheduled
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A job paused by an operator: every attempt records "paused" and runs nothing."""
+
+    job: str
+    note: str
+    paused_by: str  # os_user@host of the operator
+    paused_at: datetime
+    until: datetime | None = None  # None: until resumed
+
+    def reason(self) -> str:
+        """The message a paused attempt records: who, since when, until when, and why."""
+        until = "" if self.until is None else f" until {self.until.isoformat()}"
+        return f"paused by {self.paused_by} since {self.paused_at.isoformat()}{until}: {self.note}"
+
+    def covers(self, moment: datetime) -> bool:
+        """True when `moment` falls within this pause."""
+        return self.paused_at <= moment and (self.until is None or moment < self.until)
 
 
 ColumnType = Literal["id", "text", "int", "bigint", "time"]
@@ -150,4 +171,6 @@ RUN_COLUMNS: tuple[LedgerColumn, ...] = (
     LedgerColumn("session_id", "bigint"),
     LedgerColumn("strategy", "text", 16),
     LedgerColumn("lock_key", "text", 255),
+    # added after the first release: a ledger without it gains it on first use (schema.migrate)
+    LedgerColumn("actor", "text", 255),
 )

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from lockconsole.model.jobs import Job, Run
+from lockconsole.model.jobs import Job, Pause, Run
 
 HolderKind = Literal["advisory", "user_lock", "lease", "redis"]
+SlotStatus = Literal["ok", "running", "double_run", "missed", "paused", "lock_lost", "failed"]
 AlertKind = Literal[
     "double_run",
     "missed",
@@ -71,7 +72,7 @@ class SlotReport:
     acquired: int  # attempts that got the lock (running, succeeded, failed or lock_lost)
     skipped: int
     outcomes: tuple[tuple[str, str], ...]  # (instance, outcome), in start order
-    status: Literal["ok", "running", "double_run", "missed", "lock_lost", "failed"]
+    status: SlotStatus
     overlap: float = 0.0  # seconds: the longest time two of its executions ran at once
 
 
@@ -99,6 +100,7 @@ class JobStatus:
     next_fire: datetime | None
     holder: Holder | None
     last_run: Run | None
+    pause: Pause | None = None  # set while an operator has paused the job
 
 
 @dataclass(frozen=True)

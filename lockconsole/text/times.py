@@ -1,114 +1,110 @@
 """Every text lockconsole shows for an age, a duration or a time: the CLI and the console share
 these (no Textual, no Rich, no I/O).
 
-- ages and table columns, fixed width: `age`, `span`, `duration`, `seconds`;
-- a run's length in its detail and timeline: `took` (12ms, 4.2s, 10m12s, 2h05m);
-- a duration inside a sentence, as an operator reads it: `reading` (1.5s, 1m30s, 2h13m, 3d4h);
-- a time: `when` (a short clock, the date only when not today), `stamp` (a full UTC timestamp).
+One duration format, `span`, never wider than 6 cells, for ages, run lengths, settings and
+durations inside sentences alike: 340ms, 4.2s, 42s, 14m05s, 2h03m, 3d04h. `age`, `duration`,
+`took`, `reading` and `seconds` are that format for what they are given.
+
+One time format: `clock` (HH:MM:SS, with MM-DD before it when not today) and `stamp` (the full
+YYYY-MM-DD HH:MM:SS). Both always keep the seconds, so slots seconds apart never look alike.
+Times are shown in one zone (UTC, or the console's `[console] timezone`), named once on screen
+(`zone_label`) rather than after every time.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+
+
+def span(delta: timedelta) -> str:
+    """The duration format: 0s, 340ms, 4.2s, 42s, 14m05s, 2h03m, 3d04h (negative reads as 0s)."""
+    total = max(0.0, delta.total_seconds())
+    if total == 0:
+        return "0s"
+    if total < 1:
+        return f"{total * 1000:.0f}ms"
+    if total < 10:
+        return f"{total:.1f}".removesuffix(".0") + "s"
+    whole = int(total)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
 
 
 def age(since: datetime | None, now: datetime) -> str:
-    """How long ago `since` was: 42s, 14m, 2h03m, 3d04h; '-' when unknown."""
+    """How long ago `since` was, as `span`; '-' when unknown."""
     if since is None:
         return "-"
     return span(now - since)
 
 
-def span(delta: timedelta) -> str:
-    """A compact duration, never wider than 6 cells: 42s, 14m, 2h03m, 3d04h."""
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
-
-
 def duration(start: datetime, end: datetime | None) -> str:
-    """From `start` to `end`, compact: 12ms, 4.2s, then as `span`; 'running' without an end."""
+    """From `start` to `end` as `span`; 'running' without an end."""
     if end is None:
         return "running"
-    seconds = (end - start).total_seconds()
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
     return span(end - start)
 
 
-def when(value: datetime | None, now: datetime) -> str:
-    """A UTC time, with the date only when it is not today's: '02:15', '11-27 02:00'.
-
-    Seconds show when the time has them (slots of second-level schedules, as in the demo).
-    """
-    if value is None:
-        return "-"
-    clock = "%H:%M:%S" if value.second else "%H:%M"
-    if value.date() == now.date():
-        return value.strftime(clock)
-    return value.strftime(f"%m-%d {clock}")
-
-
-def seconds(value: float) -> str:
-    """A configured number of seconds: 0.5s, 30s, then as `span`."""
-    return f"{value:g}s" if value < 60 else span(timedelta(seconds=value))
-
-
-def stamp(
-    value: datetime | None, *, seconds: bool = True, ms: bool = False, zone: bool = True
-) -> str:
-    """A timestamp in UTC, as operators compare them across hosts: '2026-11-27 02:00:00 UTC'.
-
-    `seconds=False` drops the seconds, `ms=True` adds milliseconds, `zone=False` drops ' UTC'
-    (for a table whose title says it); '—' when unknown.
-    """
-    if value is None:
-        return "—"
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC)
-    if ms:
-        text = value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    else:
-        text = value.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
-    return f"{text} UTC" if zone else text
-
-
 def took(delta: timedelta | None) -> str:
-    """A run's length, to the tenth of a second below a minute: 12ms, 4.2s, 10m12s, 2h05m."""
-    if delta is None:
-        return "—"
-    total = delta.total_seconds()
-    if total < 1:
-        return f"{total * 1000:.0f}ms"
-    if total < 60:
-        return f"{total:.1f}s"
-    minutes, secs = divmod(int(total), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    """A run's length as `span`; '—' when unknown."""
+    return "—" if delta is None else span(delta)
 
 
 def reading(value: timedelta) -> str:
-    """A duration inside a sentence, as an operator reads it: 2h13m, 14m, 1m30s, 1.5s, 3d4h."""
-    total_seconds = value.total_seconds()
-    if total_seconds < 10:
-        return f"{max(total_seconds, 0):.1f}".rstrip("0").rstrip(".") + "s"
-    total = int(total_seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    return f"{secs}s"
+    """A duration inside a sentence: the same format as everywhere (`span`)."""
+    return span(value)
+
+
+def seconds(value: float) -> str:
+    """A configured number of seconds, as `span`: 500ms, 2s, 30s, 5m00s."""
+    return span(timedelta(seconds=value))
+
+
+def _local(value: datetime, zone: tzinfo | None) -> datetime:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(zone or UTC)
+
+
+def clock(value: datetime | None, now: datetime, zone: tzinfo | None = None) -> str:
+    """A time in `zone` (UTC by default): '02:15:00', or '11-27 02:15:00' when not today."""
+    if value is None:
+        return "-"
+    local = _local(value, zone)
+    if local.date() == _local(now, zone).date():
+        return local.strftime("%H:%M:%S")
+    return local.strftime("%m-%d %H:%M:%S")
+
+
+when = clock  # the name the panes have always used
+
+
+def stamp(
+    value: datetime | None, *, ms: bool = False, zone: bool = True, tz: tzinfo | None = None
+) -> str:
+    """A full timestamp: '2026-11-27 02:00:00 UTC' (in `tz`, UTC by default).
+
+    `ms=True` adds milliseconds, `zone=False` drops the zone's name (for a table or a screen
+    that names it once); '—' when unknown.
+    """
+    if value is None:
+        return "—"
+    local = _local(value, tz)
+    text = local.strftime("%Y-%m-%d %H:%M:%S")
+    if ms:
+        text += f".{local.microsecond // 1000:03d}"
+    return f"{text} {zone_label(tz)}" if zone else text
+
+
+def zone_label(zone: tzinfo | None) -> str:
+    """The zone's name as shown once on screen: 'UTC', 'Europe/Berlin'."""
+    if zone is None or zone is UTC:
+        return "UTC"
+    return str(getattr(zone, "key", None) or zone)

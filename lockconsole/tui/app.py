@@ -15,29 +15,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import RichLog
 from textual.worker import Worker, WorkerState
 
+from lockconsole.config.checks import zone_named
 from lockconsole.engine.stopping import Stop, Stopped
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
+from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
-from lockconsole.tui.bindings import ACTIONS, VIEW_KEYS, app_bindings
+from lockconsole.tui.bindings import app_bindings
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases
-from lockconsole.tui.widgets.holder_rows import GroupBy, layout
+from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
+    from lockconsole.console.protocol import ConsoleFacade
+
+AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
 
 
@@ -51,7 +59,7 @@ class LockConsoleApp(App[int]):
 
     def __init__(
         self,
-        console: Any,
+        console: ConsoleFacade,
         *,
         read_only: bool = False,
         refresh: float | None = None,
@@ -68,12 +76,15 @@ class LockConsoleApp(App[int]):
         config_keys = getattr(getattr(console, "config", None), "keymap", None) or {}
         self.user_keymap = dict(keymap if keymap is not None else config_keys)
         self.clock = clock or (lambda: datetime.now(UTC))
+        zone_name = getattr(settings, "timezone", "UTC") if settings is not None else "UTC"
+        self.zone: tzinfo = zone_named(zone_name)  # the one zone times are shown in
         self.snapshot: Snapshot | None = None  # what is on screen (last good data kept)
         self.errors: dict[str, str] = {}  # database (or "refresh") -> the error now
         self.last_good: dict[str, datetime] = {}  # database -> taken_at of its last good data
         self.last_took = 0.0
         self.paused = False
         self.group_by: GroupBy = "job"
+        self.holder_sort: SortBy = None
         self.text_filter = ""
         self._timer: Timer | None = None
         self.refresh_started: float | None = None  # monotonic start of the running refresh
@@ -98,9 +109,22 @@ class LockConsoleApp(App[int]):
         self.sub_title = "READ-ONLY" if self.read_only else ""
 
     def start_refreshing(self) -> None:
-        """The dashboard is up: refresh every interval, the first time after its first frame."""
+        """The dashboard is up: refresh every interval, the first time after its first frame;
+        ages on screen count on every second, paused or not."""
         self._timer = self.set_interval(self.refresh_interval, self._tick)
+        self.set_interval(AGES_EVERY, self._count_ages)
         self.call_after_refresh(self._tick)  # first frame first, then the database
+
+    def _count_ages(self) -> None:
+        """Repaint what says how old something is (the data, LAST, holders, NEXT)."""
+        if not self.dashboard.is_mounted:  # not yet
+            return
+        try:
+            with self.batch_update():
+                self.dashboard.show_ages()
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            pass
 
     # --- refresh -----------------------------------------------------------------------
 
@@ -111,20 +135,22 @@ class LockConsoleApp(App[int]):
             self._show_status()
             return
         self.refresh_started = time.monotonic()
-        self._load_snapshot(self.snapshot, self.group_by, self.text_filter)
+        self._load_snapshot(self.snapshot, self.group_by, self.text_filter, self.holder_sort)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _load_snapshot(
-        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str
+        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str, sort: SortBy
     ) -> None:
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
         merged = carry_over(previous, fresh, self.facade.config)
-        rows = layout(merged.holders, group_by, text_filter)
+        rows = layout(merged.holders, group_by, text_filter, sort)
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        if not self.dashboard.is_attached or not self.dashboard.children:
+            return  # the app is closing: its screens are gone, nothing is shown any more
         snap = message.snapshot
         self.last_took = message.took
         failed = failed_databases(snap)
@@ -133,8 +159,12 @@ class LockConsoleApp(App[int]):
             if name not in failed:
                 self.last_good[name] = snap.taken_at
         rows = message.rows
-        if rows.group_by != self.group_by or rows.text_filter != self.text_filter:
-            rows = layout(snap.holders, self.group_by, self.text_filter)
+        if (rows.group_by, rows.text_filter, rows.sort) != (
+            self.group_by,
+            self.text_filter,
+            self.holder_sort,
+        ):
+            rows = layout(snap.holders, self.group_by, self.text_filter, self.holder_sort)
         self.snapshot = snap
         for alert in snap.alerts:  # each new alert once, in the log (o shows it)
             # a stale holder's message counts up its idle time: the same alert all along
@@ -148,9 +178,14 @@ class LockConsoleApp(App[int]):
             if seen not in self._alerts_seen:
                 self._alerts_seen.add(seen)
                 self.log_line(f"alert: {alert.message}", show=False)
-        with self.batch_update():
-            self.dashboard.show_data(rows)
-            self._show_status()
+        try:
+            with self.batch_update():
+                self.dashboard.show_data(rows)
+                self._show_status()
+        except NoMatches:  # the app is shutting down: its panes are gone
+            return
+        if isinstance(self.screen, TimelineScreen):  # it follows the dashboard's refresh
+            self.run_worker(self.screen.show_snapshot(snap, self.clock()), group="timeline")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures land: refresh, release and trigger."""
@@ -176,7 +211,18 @@ class LockConsoleApp(App[int]):
             self.notify(text, title=f"{worker.group} failed", severity="error", timeout=8)
 
     def _show_status(self) -> None:
-        self.dashboard.show_status()
+        try:
+            self.dashboard.show_status()
+        except NoMatches:  # the app is shutting down: the status line is gone
+            pass
+
+    def instance_name(self) -> str:
+        """The instance this console's triggers run as."""
+        from lockconsole.engine.runner import default_instance
+
+        config = getattr(self.facade, "config", None)
+        own = getattr(self.facade, "instance", None)
+        return str(own or default_instance(getattr(config, "instance", None)))
 
     def database_names(self) -> list[str]:
         config = getattr(self.facade, "config", None)
@@ -198,19 +244,9 @@ class LockConsoleApp(App[int]):
     # --- help --------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        from lockconsole.tui.screens.help import HelpScreen
+        from lockconsole.tui.screens.help import HelpScreen, help_rows
 
-        self.push_screen(HelpScreen(self.help_rows()))
-
-    def help_rows(self) -> list[tuple[str, str]]:
-        """(key, description) of every action the dashboard allows now, as the keymap binds it."""
-        rows = []
-        for a in ACTIONS:
-            if a.scope == "dashboard" and self.dashboard.check_action(a.name, ()) is False:
-                continue
-            key = self._keymap.get(a.id, a.key) if a.id else a.key
-            rows.append((self.get_key_display(Binding(key, a.action)), a.help))
-        return rows + list(VIEW_KEYS)
+        self.push_screen(HelpScreen(help_rows(self, read_only=self.read_only)))
 
     # --- trigger and release: asked by the dashboard, run here --------------------------
 
@@ -306,10 +342,14 @@ class LockConsoleApp(App[int]):
 
     def log_line(self, line: str, *, show: bool = True) -> None:
         """Add a line to the log pane: a job's output and alerts are data (shown())."""
-        log = self.query_one("#log", RichLog)
+        try:
+            log = self.dashboard.query_one("#log", RichLog)
+        except NoMatches:  # the app is closing: its screens are gone
+            return
         if show:
             log.add_class("-shown")
-        log.write(shown(line))
+        now = self.clock()
+        log.write(shown(f"{clock(now, now, self.zone)} {line}"))
 
     def notify(
         self,
@@ -340,8 +380,8 @@ def run_console(
     config_path: str | None = None,
     *,
     read_only: bool = False,
-    config: Any = None,
-    console: Any = None,
+    config: Config | None = None,
+    console: ConsoleFacade | None = None,
 ) -> int:
     """Open the dashboard on a terminal; returns the exit code."""
     if console is None:

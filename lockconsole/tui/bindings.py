@@ -20,6 +20,7 @@ class ConsoleAction:
     action: str  # the Textual action string
     label: str  # short, for the footer
     help: str  # one line, for the help screen and the palette
+    words: str = ""  # more words the palette finds it by ("alert" finds the log)
     show: bool = True
     mutates: bool = False  # refused (and hidden) in --read-only mode
     scope: Literal["dashboard", "app"] = "dashboard"  # whose BINDINGS hold it
@@ -37,6 +38,16 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "trigger",
         "Trigger",
         "Trigger a locked run of the selected job now (asks first)",
+        "run start execute manual rerun now",
+        mutates=True,
+    ),
+    ConsoleAction(
+        "pause_job",
+        "P",
+        "pause_job",
+        "Pause job",
+        "Pause the selected job on every instance (asks for a note), or resume it",
+        show=False,
         mutates=True,
     ),
     ConsoleAction(
@@ -45,7 +56,16 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "release",
         "Release",
         "Force-release the selected lock holder (type its job name)",
+        "kill terminate end unlock stale session expire delete",
         mutates=True,
+    ),
+    ConsoleAction(
+        "describe",
+        "i",
+        "describe",
+        "Describe",
+        "Describe the selected holder, job or run: every field (Enter too)",
+        "details info inspect show query client session fields",
     ),
     ConsoleAction(
         "duplicates",
@@ -53,27 +73,89 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "duplicates",
         "Dupes",
         "Inspect duplicate rows of the selected job's idempotency table",
+        "duplicates idempotency double charge invoices csv export",
     ),
     ConsoleAction(
-        "run_detail",
-        "i",
-        "run_detail",
-        "Run",
-        "Show the selected run with the other attempts of its slot",
+        "timeline",
+        "s",
+        "timeline",
+        "Slots",
+        "Show the selected job's slot timeline",
+        "slots nights bars instances double run",
         show=False,
     ),
     ConsoleAction(
-        "timeline", "s", "timeline", "Slots", "Show the selected job's slot timeline", show=False
+        "filter",
+        "slash",
+        "filter",
+        "Filter",
+        "Filter holders and history by text (Esc clears)",
+        "search find narrow text",
     ),
     ConsoleAction(
-        "filter", "slash", "filter", "Filter", "Filter holders and history by text (Esc clears)"
+        "audit",
+        "a",
+        "audit",
+        "Audit",
+        "Show the audit log: every force-release and trigger, who, when, the result",
+        "audit who did what force release trigger history actor",
+        show=False,
     ),
-    ConsoleAction("group", "g", "group", "Group", "Group lock holders by job or by session"),
-    ConsoleAction("pause", "p", "pause", "Pause", "Pause or resume the automatic refresh"),
-    ConsoleAction("refresh", "r", "refresh", "Refresh", "Refresh now", show=False),
-    ConsoleAction("log", "o", "toggle_log", "Log", "Show or hide the output log", show=False),
     ConsoleAction(
-        "focus_jobs", "1", "focus_pane('jobs')", "Jobs", "Go to the jobs pane", show=False
+        "group",
+        "g",
+        "group",
+        "Group",
+        "Group lock holders by job or by session",
+        "session job by pid",
+    ),
+    ConsoleAction(
+        "maximise",
+        "z",
+        "maximise",
+        "Zoom",
+        "Maximise the focused pane, or give the others back their room",
+        "maximize zoom full screen bigger enlarge pane",
+    ),
+    ConsoleAction(
+        "sort_next",
+        "greater_than_sign",
+        "sort(1)",
+        "Sort",
+        "Sort the focused pane by the next column (the sorted one is marked ▲)",
+        "order column arrange",
+        show=False,
+    ),
+    ConsoleAction(
+        "sort_previous",
+        "less_than_sign",
+        "sort(-1)",
+        "Sort back",
+        "Sort the focused pane by the previous column (before the first: unsorted)",
+        "order column arrange",
+        show=False,
+    ),
+    ConsoleAction(
+        "pause", "p", "pause", "Pause", "Pause or resume the automatic refresh", "freeze stop"
+    ),
+    ConsoleAction("refresh", "r", "refresh", "Refresh", "Refresh now", "reload update", show=False),
+    ConsoleAction(
+        "log",
+        "o",
+        "toggle_log",
+        "Log",
+        "Show or hide the log: job output, alerts, releases",
+        "alerts output messages events audit",
+        show=False,
+    ),
+    ConsoleAction(
+        "focus_jobs",
+        "1",
+        "focus_pane('jobs')",
+        "Jobs",
+        "Go to the jobs pane",
+        "schedule next firing",
+        show=False,
     ),
     ConsoleAction(
         "focus_holders",
@@ -81,6 +163,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "focus_pane('holders')",
         "Holders",
         "Go to the lock holders pane",
+        "locks sessions waiting",
         show=False,
     ),
     ConsoleAction(
@@ -89,11 +172,12 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "focus_pane('history')",
         "History",
         "Go to the run history pane",
+        "runs ledger attempts outcomes",
         show=False,
     ),
     # the app shows the help (it knows every binding), from the dashboard only
-    ConsoleAction("help", "question_mark", "app.help", "Help", "Show every key"),
-    ConsoleAction("quit", "q", "quit", "Quit", "Quit the console", scope="app"),
+    ConsoleAction("help", "question_mark", "app.help", "Help", "Show every key", "keys bindings"),
+    ConsoleAction("quit", "q", "quit", "Quit", "Quit the console", "exit leave close", scope="app"),
 )
 MUTATING = frozenset(a.name for a in ACTIONS if a.mutates)
 
@@ -123,7 +207,10 @@ def app_bindings() -> list[BindingType]:
 
 VIEW_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "Next / previous pane"),
-    ("↑ ↓ pgup pgdn home end", "Move the cursor in a pane"),
-    ("enter", "Open the selected run (history)"),
-    ("ctrl+p", "Command palette: every action by name"),
+    ("↑ ↓ pgup pgdn", "Move the cursor in a pane"),
+    ("home / end, G", "Cursor to the first / last row (G: the last)"),
+    ("← →", "Scroll sideways (the identifying columns stay)"),
+    ("enter", "Describe the selected holder, job or run"),
+    ("esc", "Close a screen (on the dashboard: clear the filter)"),
+    ("ctrl+p", "Command palette: every action by its words"),
 )

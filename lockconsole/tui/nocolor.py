@@ -15,7 +15,8 @@ from typing import TypeVar
 from rich.style import Style
 from rich.text import Span, Text
 
-ALARM_COLOURS = {"red", "bright_red", "yellow", "bright_yellow"}  # a problem, not decoration
+ALARM = "bold #ff6e6e"  # a problem: light enough for 6:1 on the dark theme's backgrounds
+ALARM_COLOURS = {"red", "bright_red", "yellow", "bright_yellow", "#ff6e6e"}  # not decoration
 Cell = TypeVar("Cell")
 
 

@@ -1,4 +1,5 @@
-"""The command palette offers every console action the current mode allows."""
+"""The command palette offers every console action the current mode allows, found by its
+label, its help line or its other words ("alert" finds the log)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class ActionsProvider(Provider):
                 if not isinstance(self.screen, DashboardScreen):
                     continue
                 node = self.screen
+            if action.mutates and getattr(self.app, "read_only", False):
+                continue  # refused in --read-only mode: not offered
             if node.check_action(action.name, ()) is not False:
                 allowed.append((action, node))
         return allowed
@@ -37,7 +40,7 @@ class ActionsProvider(Provider):
         matcher = self.matcher(query)
         for action, node in self._allowed():
             text = f"{action.label}: {action.help}"
-            score = matcher.match(text)
+            score = max(matcher.match(text), matcher.match(action.words) * 0.8)
             if score > 0:
                 run = partial(self.app.run_action, action.action, node)
                 yield Hit(score, matcher.highlight(text), run, help=action.id)

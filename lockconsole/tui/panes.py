@@ -7,76 +7,162 @@ them on screen with `tables.sync_table`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 
 from rich.text import Text
 
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import JobStatus, SlotReport, Snapshot
 from lockconsole.text.safe import fit, shown
-from lockconsole.text.times import age, duration, seconds, when
+from lockconsole.text.times import age, clock, duration, seconds, stamp
+from lockconsole.tui.nocolor import ALARM
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
-HISTORY_COLUMNS = ("SLOT", "JOB", "SLOT STATUS", "INSTANCE", "OUTCOME", "TOOK", "MESSAGE")
-HISTORY_LIMIT = 300
+HISTORY_COLUMNS = (
+    "SLOT",
+    "JOB",
+    "SLOT STATUS",
+    "TRIGGER",
+    "INSTANCE",
+    "OUTCOME",
+    "TOOK",
+    "MESSAGE",
+)
+MISSED_ROWS = 300  # missed-slot rows at most (an every-second job can miss many); runs: all
 BANNER_WIDTH = 400  # terminal cells of one database error in the banner
 BAD = {"double_run", "missed", "lock_lost", "failed"}
+NOT_CONFIGURED = "not in this config"
+# every bad state carries a glyph, so it is told without colour (NO_COLOR) too
 STATUS_TEXT = {
-    "double_run": "DOUBLE RUN",
-    "missed": "MISSED",
-    "lock_lost": "LOCK LOST",
-    "failed": "FAILED",
+    "double_run": "✖ DOUBLE RUN",
+    "missed": "✖ MISSED",
+    "lock_lost": "✖ LOCK LOST",
+    "failed": "✖ FAILED",
     "running": "running",
     "ok": "ok",
+    "skipped": "skipped",
 }
 OUTCOME_STYLE = {
-    "failed": "bold red",
-    "lock_lost": "bold red",
+    "failed": ALARM,
+    "lock_lost": ALARM,
     "acquired": "cyan",
     "skipped": "dim",
     "succeeded": "green",
 }
+GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
 
 
-def job_rows(snapshot: Snapshot, now: datetime) -> list[tuple[str, list[str | Text]]]:
+@dataclass(frozen=True)
+class Staleness:
+    """Which data on screen is old: databases that failed and when their data was good."""
+
+    down: Mapping[str, datetime | None] = field(default_factory=dict)  # database -> last good
+    ledger_of: Mapping[str, str] = field(default_factory=dict)  # job -> its ledger database
+
+    def of_database(self, name: str) -> tuple[bool, datetime | None]:
+        if "refresh" in self.down:
+            return True, self.down["refresh"]
+        return name in self.down, self.down.get(name)
+
+    def of_ledger(self, job: str) -> tuple[bool, datetime | None]:
+        ledger = self.ledger_of.get(job)
+        return (False, None) if ledger is None else self.of_database(ledger)
+
+
+def _unknown(good: datetime | None, now: datetime) -> Text:
+    return Text("unknown" + (f" ({age(good, now)} old)" if good else ""), style="dim")
+
+
+def _ended(runs: Iterable[Run]) -> datetime | None:
+    """When the newest of these attempts happened: its finish, else its start."""
+    return max((r.finished_at or r.started_at for r in runs), default=None)
+
+
+def job_rows(
+    snapshot: Snapshot,
+    now: datetime,
+    *,
+    zone: tzinfo | None = None,
+    stale: Staleness | None = None,
+) -> list[tuple[str, list[str | Text]]]:
     newest: dict[str, SlotReport] = {}
     for report in snapshot.slots:
         if report.job not in newest or report.slot > newest[report.job].slot:
             newest[report.job] = report
-    return [(s.job.name, _job_cells(s, newest.get(s.job.name), now)) for s in snapshot.jobs]
-
-
-def _last(s: JobStatus, report: SlotReport | None, now: datetime) -> str | Text:
-    """The newest slot's outcome (who got the lock, how it ended) and when; else the last run."""
-    if report is not None:
-        got = [i for i, outcome in report.outcomes if outcome != "skipped"]
-        who = f" {','.join(got)}" if got and report.status != "double_run" else ""
-        style = (
-            "bold red"
-            if report.status in BAD
-            else ("cyan" if report.status == "running" else "green")
+    runs_of: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
+    for run in snapshot.runs:
+        runs_of[(run.job, run.slot)].append(run)
+    return [
+        (
+            s.job.name,
+            _job_cells(s, newest.get(s.job.name), runs_of, now, zone, stale or Staleness()),
         )
+        for s in snapshot.jobs
+    ]
+
+
+def _last(
+    s: JobStatus,
+    report: SlotReport | None,
+    runs_of: Mapping[tuple[str, datetime], list[Run]],
+    now: datetime,
+) -> str | Text:
+    """The newest slot's outcome (who got the lock, how it ended), or the newest attempt when it
+    is newer (a manual run, a skip); the age counts from the attempt's finish (else start)."""
+    if s.pause is not None:
+        p = s.pause
         return Text(
-            f"{STATUS_TEXT.get(report.status, report.status)}{who} {age(report.slot, now)} ago",
-            style=style,
+            shown(f"PAUSED by {p.paused_by} {age(p.paused_at, now)} ago: {p.note}"),
+            style="bold yellow",
         )
-    if s.last_run is None:
-        return Text("never", style="dim")
     r = s.last_run
-    return Text(f"{r.outcome} {age(r.started_at, now)} ago", style=OUTCOME_STYLE.get(r.outcome, ""))
+    if report is not None:
+        runs = runs_of.get((report.job, report.slot), [])
+        at = _ended(runs) or report.slot
+        other = r is not None and (r.job, r.slot) != (report.job, report.slot)
+        if r is None or not other or (r.finished_at or r.started_at) <= at:
+            got = [i for i, outcome in report.outcomes if outcome != "skipped"]
+            who = f" {','.join(got)}" if got and report.status != "double_run" else ""
+            style = (
+                ALARM
+                if report.status in BAD
+                else ("cyan" if report.status == "running" else "green")
+            )
+            status = STATUS_TEXT.get(report.status, report.status)
+            return Text(f"{status}{who} {age(at, now)} ago", style=style)
+    if r is None:
+        return Text("never", style="dim")
+    manual = " manual" if r.trigger == "manual" else ""
+    return Text(
+        f"{r.outcome}{manual} {age(_ended([r]), now)} ago",
+        style=OUTCOME_STYLE.get(r.outcome, ""),
+    )
 
 
-def _job_cells(s: JobStatus, report: SlotReport | None, now: datetime) -> list[str | Text]:
+def _job_cells(
+    s: JobStatus,
+    report: SlotReport | None,
+    runs_of: Mapping[tuple[str, datetime], list[Run]],
+    now: datetime,
+    zone: tzinfo | None,
+    stale: Staleness,
+) -> list[str | Text]:
     job, h = s.job, s.holder
-    if h is None:
-        holder: str | Text = Text("free", style="dim")
+    down, good = stale.of_database(job.database)
+    if down:
+        holder: str | Text = _unknown(good, now)
+    elif h is None:
+        holder = Text("free", style="dim")
     else:
         who = h.instance or h.application_name or h.locked_by or h.user or "?"
-        pid = f"/{h.pid}" if h.pid is not None else " (lease)"
-        holder = Text(f"{who}{pid}", style="bold red" if h.stale else "bold")
-    last = _last(s, report, now)
-    nxt = f"{when(s.next_fire, now)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
+        pid = f"/{h.pid}" if h.pid is not None else f" ({h.kind})"
+        mark = "! " if h.stale else ""
+        holder = Text(f"{mark}{who}{pid}", style=ALARM if h.stale else "bold")
+    ledger_down, ledger_good = stale.of_ledger(job.name)
+    last = _unknown(ledger_good, now) if ledger_down else _last(s, report, runs_of, now)
+    nxt = f"{clock(s.next_fire, now, zone)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
     return [
         job.name,
         holder,
@@ -91,57 +177,91 @@ def _job_cells(s: JobStatus, report: SlotReport | None, now: datetime) -> list[s
 Row = tuple[str, list[str | Text]]
 
 
+def slot_status(runs: list[Run]) -> str:
+    """A slot's status from its attempts alone (a slot no report covers: a skip, a manual run)."""
+    got = [r for r in runs if r.outcome in GOT_LOCK]
+    if len(got) > 1:
+        return "double_run"
+    if not got:
+        return "skipped"
+    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
+
+
+def run_key(run: Run) -> str:
+    """A history row's key: unique across ledgers (their ids are not), the same for one row."""
+    return f"run:{run.id}:{run.job}:{run.instance}:{run.started_at.isoformat()}"
+
+
+def _trigger(run: Run) -> str:
+    if run.trigger != "manual":
+        return run.trigger
+    return f"manual by {run.actor}" if run.actor else "manual"
+
+
 def history_rows(
-    snapshot: Snapshot, now: datetime, text_filter: str = ""
+    snapshot: Snapshot,
+    now: datetime,
+    text_filter: str = "",
+    *,
+    zone: tzinfo | None = None,
+    configured: Collection[str] | None = None,
 ) -> tuple[list[Row], dict[str, tuple[Run, list[Run]]]]:
-    """Rows per attempt, newest slot first (a missed slot is one row), and the run of each key
-    with the runs of its slot (for the run detail screen)."""
+    """Every attempt of the snapshot (the ledger's, within its lookback and history_limit),
+    grouped under its slot with the slot's status, newest slot first, and a row per missed slot
+    no instance attempted; and the run of each key with the runs of its slot (run detail).
+
+    Runs of jobs not in `configured` are marked "not in this config" (their alerts are not
+    this configuration's)."""
     by_slot: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
+    keys: dict[int, str] = {}
+    seen: set[str] = set()
     for run in snapshot.runs:
+        key = run_key(run)
+        if key in seen:  # two database names for one ledger: the same row twice
+            continue
+        seen.add(key)
+        keys[id(run)] = key
         by_slot[(run.job, run.slot)].append(run)
+    reports = {(r.job, r.slot): r for r in snapshot.slots}
+    slots = sorted(set(by_slot) | set(reports), key=lambda js: (js[1], js[0]), reverse=True)
     needle = text_filter.strip().lower()
     rows: list[Row] = []
     runs_of: dict[str, tuple[Run, list[Run]]] = {}
-    for report in sorted(snapshot.slots, key=lambda s: s.slot, reverse=True):
+    missed = 0
+    for job, slot in slots:
+        slot_runs = sorted(by_slot.get((job, slot), []), key=lambda r: (r.started_at, r.id or 0))
+        report = reports.get((job, slot))
+        code = report.status if report is not None else slot_status(slot_runs)
+        known = configured is None or job in configured
         status = Text(
-            STATUS_TEXT.get(report.status, report.status),
-            style="bold red" if report.status in BAD else "",
+            STATUS_TEXT.get(code, code),
+            style=(ALARM if code in BAD else "") if known else "dim",
         )
-        slot_runs = sorted(
-            by_slot.get((report.job, report.slot), []), key=lambda r: (r.started_at, r.id or 0)
-        )
+        name: str | Text = job if known else Text(f"{job} · {NOT_CONFIGURED}", style="dim")
+        label = clock(slot, now, zone)
         if not slot_runs:
-            cells: list[str | Text] = [
-                when(report.slot, now),
-                report.job,
-                status,
-                "-",
-                "-",
-                "-",
-                "no instance took the lock",
-            ]
-            rows.append((f"missed:{report.job}:{report.slot.isoformat()}", cells))
+            missed += 1
+            if missed > MISSED_ROWS:
+                continue
+            cells: list[str | Text] = [label, name, status, "-", "-", "-", "-"]
+            cells.append("no instance took the lock")
+            rows.append((f"missed:{job}:{slot.isoformat()}", cells))
         for run in slot_runs:
-            key = (
-                f"run:{run.id}"
-                if run.id is not None
-                else (f"run:{run.job}:{run.instance}:{run.started_at.isoformat()}")
-            )
-            outcome = Text(run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
-            took = duration(run.started_at, run.finished_at)
+            key = keys[id(run)]
+            mark = "✖ " if run.outcome in ("failed", "lock_lost") else ""
+            outcome = Text(mark + run.outcome, style=OUTCOME_STYLE.get(run.outcome, ""))
             cells = [
-                when(report.slot, now),
-                report.job,
+                label,
+                name,
                 status,
+                _trigger(run),
                 run.instance,
                 outcome,
-                took,
+                duration(run.started_at, run.finished_at),
                 run.message or "",
             ]
             rows.append((key, cells))
             runs_of[key] = (run, slot_runs)
-        if len(rows) >= HISTORY_LIMIT:
-            break
     if needle:
         rows = [(k, c) for k, c in rows if any(needle in str(cell).lower() for cell in c)]
     return rows, runs_of
@@ -158,33 +278,43 @@ def status_text(
     read_only: bool,
     busy: float | None,
     alerts: int,
+    zone: str = "UTC",
 ) -> Text:
-    """The one status line: each database's state, data age, refresh, badges."""
+    """The one status line: each database's state, data age, refresh, the zone, badges."""
     text = Text()
     for name in map(shown, databases):
         if not loaded:
             text.append(f"{name} … ", style="dim")
         elif name in errors:
-            text.append(f"{name} ✖ down ", style="bold red")
+            text.append(f"{name} ✖ down ", style=ALARM)
         else:
             text.append(f"{name} ● ok ", style="green")
     text.append("│ ")
-    text.append(f"data {data_age} old" if loaded else "loading…")
-    text.append(" │ ")
-    text.append(
-        "PAUSED" if paused else f"every {seconds(refresh)}", style="bold yellow" if paused else ""
-    )
+    if not loaded:
+        text.append("loading…")
+        if paused:
+            text.append(" │ PAUSED", style="bold yellow")
+    elif paused:
+        text.append(f"PAUSED: data {data_age} old, not refreshing", style="bold yellow")
+    else:
+        text.append(f"data {data_age} old │ every {seconds(refresh)}")
+    text.append(f" │ times {zone}")
     if busy is not None and busy >= 1:
-        text.append(f" │ refreshing {busy:.0f}s…", style="yellow")
+        text.append(f" │ refreshing {seconds(int(busy))}…", style="yellow")
     if alerts:
-        text.append(f" │ {alerts} alerts (o)", style="bold red")
+        text.append(f" │ {alerts} alerts (o)", style=ALARM)
     if read_only:
         text.append(" ")
         text.append(" READ-ONLY ", style="bold reverse")
     return text
 
 
-def banner_text(errors: Mapping[str, str], last_good: datetime | None, now: datetime) -> Text:
+def banner_text(
+    errors: Mapping[str, str],
+    last_good: datetime | None,
+    now: datetime,
+    zone: tzinfo | None = None,
+) -> Text:
     """What went wrong, and how old the data still shown is."""
     text = Text()
     for name, error in errors.items():
@@ -194,7 +324,7 @@ def banner_text(errors: Mapping[str, str], last_good: datetime | None, now: date
         text.append("no data yet; retrying on every refresh")
     else:
         text.append(
-            f"showing the last good data, from {last_good:%H:%M:%S} UTC "
+            f"showing the last good data, from {stamp(last_good, tz=zone)} "
             f"({age(last_good, now)} old); retrying on every refresh"
         )
     return text

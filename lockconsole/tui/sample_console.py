@@ -5,14 +5,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
-from lockconsole.model.jobs import Idempotency, Run
+from lockconsole.model.jobs import Idempotency, Pause, Run
 from lockconsole.model.views import Holder, Snapshot
 
 if TYPE_CHECKING:
+    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.backends.ledger.outputs import RunOutput
+    from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.stopping import Stop
 
@@ -31,12 +35,16 @@ class SampleConsole:
     def __init__(self, *, read_only: bool = False, holders: list[Holder] | None = None) -> None:
         self.config = sample_config()
         self.read_only = read_only
+        self.instance = "ops-1"  # the console's own instance (the header): not the host's name
         self._snapshot = sample_snapshot()
         if holders is not None:
             self._snapshot = replace(self._snapshot, holders=tuple(holders))
         self._lock = threading.Lock()
         self.released: list[Holder] = []
         self.triggered: list[str] = []
+        self.requested: list[tuple[str, str | None]] = []
+        self.requested_slots: list[datetime | None] = []
+        self._asked: dict[int, int] = {}
 
     def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         with self._lock:
@@ -48,6 +56,42 @@ class SampleConsole:
 
     def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
         return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
+
+    def audit(
+        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+    ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
+        from lockconsole.backends.audit import AuditEntry
+
+        entries = [
+            AuditEntry(
+                2,
+                FROZEN_NOW - timedelta(minutes=3),
+                "alice",
+                "ops-1",
+                "trigger",
+                "billing",
+                "job nightly_billing on instance ops-1",
+                "succeeded",
+                "run 999 (exit 0)",
+                "nightly_billing",
+            ),
+            AuditEntry(
+                1,
+                FROZEN_NOW - timedelta(minutes=9),
+                "alice",
+                "ops-1",
+                "release",
+                "billing",
+                "pg advisory key 4242 (int64) held by pid 31337 in database billing",
+                "released",
+                "pid 31337 terminated in 12 ms",
+                "nightly_billing",
+            ),
+        ]
+        kept = [
+            e for e in entries if (job is None or e.job == job) and (since is None or e.at >= since)
+        ]
+        return kept[:limit], []
 
     def find_holders(
         self, *, pid: int | None = None, job: str | None = None, database: str | None = None
@@ -64,7 +108,7 @@ class SampleConsole:
         ]
 
     def release(self, holder: Holder) -> ReleaseResult:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("force-release refused: the console is in --read-only mode")
@@ -82,7 +126,7 @@ class SampleConsole:
         instance: str | None = None,
         stop: Stop | None = None,
     ) -> Run:
-        from lockconsole.console.facade import ReadOnlyError
+        from lockconsole.console.protocol import ReadOnlyError
 
         if self.read_only:
             raise ReadOnlyError("trigger refused: the console is in --read-only mode")
@@ -93,6 +137,86 @@ class SampleConsole:
         return make_run(
             999, job_name, FROZEN_NOW, instance or "ops-1", "succeeded", 0, 3, trigger="manual"
         )
+
+    def request(
+        self,
+        job_name: str,
+        *,
+        slot: datetime | None = None,
+        instance: str | None = None,
+        force: bool = False,
+        timeout: timedelta | None = None,
+    ) -> int:
+        from lockconsole.console.protocol import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("request refused: the console is in --read-only mode")
+        with self._lock:
+            self.requested.append((job_name, instance))
+            self.requested_slots.append(slot)
+            return len(self.requested)
+
+    def request_state(self, job_name: str, request_id: int) -> Request | None:
+        """The sample fleet moves a request on by one state each time it is asked."""
+        from lockconsole.backends.ledger.requests import Request
+
+        with self._lock:
+            if not 0 < request_id <= len(self.requested):
+                return None
+            asked = self._asked[request_id] = self._asked.get(request_id, 0) + 1
+        states = [("queued", None, None), ("running", "web-2", 999), ("succeeded", "web-2", 999)]
+        state, by, run_id = states[min(asked, 3) - 1]
+        at = FROZEN_NOW
+        return Request(
+            request_id,
+            job_name,
+            None,
+            None,
+            False,
+            state,
+            by,
+            run_id,
+            "ops@console",
+            at,
+            at,
+            at + timedelta(minutes=1),
+            None,
+        )
+
+    def run_output(self, run_id: int) -> RunOutput | None:
+        from lockconsole.backends.ledger.outputs import RunOutput
+
+        run = next((r for r in self._snapshot.runs if r.id == run_id), None)
+        if run is None:
+            return None
+        text = "billing 120 tenants\ncharged 120, skipped 0 (already invoiced)\n"
+        return RunOutput(run_id, run.job, run.outcome, text)
+
+    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+        from lockconsole.console.protocol import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("pause refused: the console is in --read-only mode")
+        pause = Pause(job_name, note, "ops@console", FROZEN_NOW, until)
+        with self._lock:
+            self._set_pause(job_name, pause)
+        return pause
+
+    def resume(self, job_name: str) -> Pause | None:
+        from lockconsole.console.protocol import ReadOnlyError
+
+        if self.read_only:
+            raise ReadOnlyError("resume refused: the console is in --read-only mode")
+        with self._lock:
+            ended = next((s.pause for s in self._snapshot.jobs if s.job.name == job_name), None)
+            self._set_pause(job_name, None)
+        return ended
+
+    def _set_pause(self, job_name: str, pause: Pause | None) -> None:
+        jobs = tuple(
+            replace(s, pause=pause) if s.job.name == job_name else s for s in self._snapshot.jobs
+        )
+        self._snapshot = replace(self._snapshot, jobs=jobs)
 
     def duplicate_summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends.duplicates import DuplicateSummary

@@ -2,7 +2,8 @@
 
 The console runs headless on the fixed sample data set (SampleConsole, frozen clock) at
 120x40, is driven by keys like an operator, and saves each view with App.save_screenshot:
-dashboard, release modal, duplicates screen, timeline, help. `make screenshots` runs it.
+dashboard, release modal, the describe screens of the stale holder and of a job, duplicates
+screen, timeline, help, audit. `make screenshots` runs it.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ SIZE = (120, 40)
 VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dashboard", ()),
     ("release-modal", ("2", "stale-holder", "x")),
+    ("describe-holder", ("2", "stale-holder", "enter")),
+    ("describe-job", ("1", "enter")),
     ("duplicates", ("1", "d")),
     ("timeline", ("1", "s")),
     ("help", ("question_mark",)),
+    ("audit", ("a",)),
 )
 
 

@@ -8,16 +8,19 @@ the console keeps refreshing and the Console reconnects by itself.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.model.views import Snapshot
+
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
 
 
 def failed_databases(snapshot: Snapshot) -> set[str]:
     return {name for name, _ in snapshot.errors}
 
 
-def carry_over(previous: Snapshot | None, new: Snapshot, config: Any) -> Snapshot:
+def carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Snapshot:
     """`new`, with the previous data of every database that failed in `new` put back."""
     failed = failed_databases(new)
     if previous is None or not failed:
@@ -46,3 +49,17 @@ def carry_over(previous: Snapshot | None, new: Snapshot, config: Any) -> Snapsho
     slots += [s for s in previous.slots if ledger_of(s.job) in lost_ledgers]
     slots.sort(key=lambda s: s.slot, reverse=True)
     return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs), slots=tuple(slots))
+
+
+def job_names(config: Any) -> set[str]:
+    """The configured jobs' names (a stand-in config may have none)."""
+    return set(getattr(config, "jobs", {}) or {})
+
+
+def ledger_names(config: Any) -> dict[str, str]:
+    """Each configured job's ledger database (empty for a stand-in config without ledgers)."""
+    jobs = getattr(config, "jobs", {}) or {}
+    try:
+        return {name: config.ledger_for(job).name for name, job in jobs.items()}
+    except (AttributeError, LookupError):
+        return {}

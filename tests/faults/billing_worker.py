@@ -26,6 +26,7 @@ from pathlib import Path
 from lockconsole.api import run_once
 from lockconsole.backends.connect import connect
 from lockconsole.config.loader import load_config
+from lockconsole.engine import faultpoints
 from lockconsole.engine.runner import exit_code_for
 from lockconsole.idempotency import claim
 
@@ -58,6 +59,7 @@ def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, cou
             counts["charged"] += 1
         else:
             counts["blocked"] += 1
+        faultpoints.reach(f"charged_{counts['charged']}")  # a test may pause the job here
         time.sleep(delay)
 
 

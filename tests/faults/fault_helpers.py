@@ -15,6 +15,7 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
 
+from barrier import Barrier
 from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
 
 HERE = Path(__file__).resolve().parent
@@ -47,13 +48,18 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def start_worker(config: Path, job: str, instance: str, table: str, *args: str) -> subprocess.Popen:
+def start_worker(
+    config: Path, job: str, instance: str, table: str, *args: str, barrier: Barrier | None = None
+) -> subprocess.Popen:
+    """The billing worker as a process; with `barrier`, it pauses at the barrier's points (the
+    run path's fault points, and the worker's own `charged_<n>`: n tenants charged)."""
+    env = worker_env()
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(config), job, instance, table, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=worker_env(),
+        env=barrier.env(env) if barrier is not None else env,
     )
 
 

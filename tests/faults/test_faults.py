@@ -13,6 +13,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from lockconsole.engine import faultpoints as fp
+
+from barrier import Barrier
 from fault_helpers import (
     acquired_run,
     create_invoices,
@@ -86,16 +89,21 @@ def _kill_session(conn: Any, dialect: str, session_id: int) -> None:
 @pytest.mark.parametrize(
     ("strategy", "db"), [("pg-session", "pg"), ("pg-xact", "pg"), ("mysql", "mysql")]
 )
-def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
+def test_holder_session_killed_mid_run(setting, strategy: str, db: str, tmp_path: Path) -> None:
     """pg_terminate_backend / KILL CONNECTION on the holder: lock_lost, then a takeover."""
     config, job, table, conn, dialect = setting(strategy, db)
-    a = start_worker(config, job, "web-1", table, *SLOW)
-    holder = wait_for(lambda: acquired_run(config, job), what="the holder")
-    _wait_charged(conn, dialect, table)
+    barrier = Barrier(tmp_path / "barrier", "charged_2", fp.LOCK_LOST)
+    a = start_worker(config, job, "web-1", table, *SLOW, barrier=barrier)
+    barrier.wait("charged_2")  # the job paused mid-run, two tenants charged, the lock held
+    holder = acquired_run(config, job)
+    assert holder is not None
     _kill_session(conn, dialect, holder.session_id)
+    barrier.wait(fp.LOCK_LOST)  # the watchdog saw the session go
+    barrier.release(fp.LOCK_LOST)
+    barrier.release("charged_2")
     code, out, err = finish(a)
     assert (code, out.get("outcome")) == (4, "lock_lost"), (code, out, err)
-    assert 2 <= out["charged"] < TENANTS, out  # stopped mid-run by the watchdog
+    assert out["charged"] == 2, out  # stopped at its next check, mid-run
 
     b = start_worker(config, job, "web-2", table, *FAST)
     code, out_b, err = finish(b)
@@ -113,19 +121,26 @@ def test_holder_session_killed_mid_run(setting, strategy: str, db: str) -> None:
 @pytest.mark.parametrize(
     ("strategy", "db"), [("pg-session", "pg"), ("mysql", "mysql"), ("lease", "pg")]
 )
-def test_holder_process_kill9_mid_run(setting, strategy: str, db: str) -> None:
+def test_holder_process_kill9_mid_run(setting, strategy: str, db: str, tmp_path: Path) -> None:
     """kill -9 of the holder: a session lock is free at once; a lease stays until max_duration."""
-    # a lease long enough that web-2 surely starts inside it, even on a loaded machine
-    config, job, table, conn, dialect = setting(strategy, db, max_duration="12s")
-    a = start_worker(config, job, "web-1", table, *SLOW)
-    holder = wait_for(lambda: acquired_run(config, job), what="the holder")
-    _wait_charged(conn, dialect, table)
+    config, job, table, conn, dialect = setting(strategy, db, max_duration="5s")
+    late = Barrier(tmp_path / "late", fp.BEFORE_TRY_LOCK)
+    if strategy == "lease":  # web-2 is up and connected first: it tries the lock on our word
+        b2 = start_worker(config, job, "web-2", table, *FAST, barrier=late)
+        late.wait(fp.BEFORE_TRY_LOCK)
+    barrier = Barrier(tmp_path / "barrier", "charged_2")
+    a = start_worker(config, job, "web-1", table, *SLOW, barrier=barrier)
+    barrier.wait("charged_2")  # the job paused mid-run, two tenants charged, the lock held
+    holder = acquired_run(config, job)
+    assert holder is not None
     os.kill(a.pid, signal.SIGKILL)
-    a.communicate(timeout=10)
+    a.communicate(timeout=30)
     charged_by_a = len(invoices(conn, dialect, table))
+    assert charged_by_a == 2
 
     if strategy == "lease":  # the row still says web-1 until lock_until
-        code, out, err = finish(start_worker(config, job, "web-2", table, *FAST))
+        late.release(fp.BEFORE_TRY_LOCK)
+        code, out, err = finish(b2)
         assert (code, out.get("outcome")) == (3, "skipped"), (code, out, err)
         assert "lock held" in out["message"]
         lease_table = f"shedlock_{job.removeprefix('billing_')}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from barrier import Barrier
 from fault_helpers import (
     acquired_run,
     create_invoices,
@@ -38,12 +39,14 @@ def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
     pg_conn.execute(f"drop table if exists shedlock_{uid}")
 
 
-def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-untyped-def]
+def test_skewed_app_clock_does_not_matter(lease, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """An instance whose clock runs an hour ahead still sees the lease held (DB clock)."""
-    config, job, table = lease(max_duration="60s", watchdog_interval=0.1)
-    # web-1 holds the lease for 20 x 1 s: far longer than three skewed workers take to start
-    a = start_worker(config, job, "web-1", table, "--slot", SLOT, "--tenants", "20", "--delay", "1")
-    wait_for(lambda: acquired_run(config, job), what="the holder")
+    config, job, table = lease(max_duration="10m", watchdog_interval=0.1)
+    # web-1 holds the lease, paused after its first charge, until the skewed workers are done
+    barrier = Barrier(tmp_path / "barrier", "charged_1")
+    holding = ("--slot", SLOT, "--tenants", "2", "--delay", "0")
+    a = start_worker(config, job, "web-1", table, *holding, barrier=barrier)
+    barrier.wait("charged_1")
     skewed = {
         s: start_worker(config, job, f"skew{s}", table, "--slot", SLOT, "--skew", s)
         for s in ("3600", "-3600", "86400")
@@ -52,15 +55,17 @@ def test_skewed_app_clock_does_not_matter(lease) -> None:  # type: ignore[no-unt
         code, out, err = finish(proc)
         assert (code, out.get("outcome")) == (3, "skipped"), (skew, out, err)
         assert out["message"] == "lock held by another session"
+    barrier.release("charged_1")
     code, out, err = finish(a)
-    assert (code, out["outcome"], out["charged"]) == (0, "succeeded", 20), (out, err)
+    assert (code, out["outcome"], out["charged"]) == (0, "succeeded", 2), (out, err)
 
 
 @pytest.mark.parametrize("once_per_slot", [False, True])
 def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_per_slot) -> None:  # type: ignore[no-untyped-def]
-    """A 0.1 s job with min_hold = 8s: an instance firing 1 s late (clock 1 s behind) skips,
-    even without the ledger's once_per_slot check (ShedLock's lockAtLeastFor alone)."""
-    config, job, table = lease(max_duration="30s", min_hold="8s", once_per_slot=once_per_slot)
+    """A 0.1 s job with min_hold = 10m: an instance firing late (clock 1 s behind) skips, even
+    without the ledger's once_per_slot check (ShedLock's lockAtLeastFor alone). The hold is far
+    longer than a loaded machine takes to start the late instance."""
+    config, job, table = lease(max_duration="1h", min_hold="10m", once_per_slot=once_per_slot)
     code, out, _ = finish(
         start_worker(
             config, job, "web-1", table, "--slot", SLOT, "--tenants", "2", "--delay", "0.05"
@@ -80,10 +85,10 @@ def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_
     rows = invoices(pg_conn, "postgresql", table)
     assert len(rows) == 2 and duplicate_invoices(rows) == 0
     until = pg_conn.execute(f"select lock_until - locked_at from shedlock_{job.split('_')[1]}")
-    assert until.fetchone()[0].total_seconds() == pytest.approx(8, abs=0.05)
+    assert until.fetchone()[0].total_seconds() == pytest.approx(600, abs=0.05)
 
 
-def test_overrun_past_max_duration_is_taken_over(lease, pg_conn) -> None:  # type: ignore[no-untyped-def]
+def test_overrun_past_max_duration_is_taken_over(lease, pg_url, pg_conn) -> None:  # type: ignore[no-untyped-def]
     """A job outlives its 2 s lease; a second instance takes over with a higher token; the late
     writer (the first) keeps writing a while with its lower token until its watchdog sees it;
     the unique key lets every tenant be charged once."""
@@ -100,10 +105,18 @@ def test_overrun_past_max_duration_is_taken_over(lease, pg_conn) -> None:  # typ
         ),
         what="the 2 s lease to expire (database clock)",
     )
-    # web-2 is quick (0.6 s of a 2 s lease): it ends well inside its own lease
-    b = start_worker(
-        config, job, "web-2", table, "--slot", SLOT, "--tenants", str(tenants), "--delay", "0.02"
+    # web-2's own config gives it a long lease: however slow the machine, it never overruns
+    long_lease = job_config(
+        config.with_name("web-2.toml"),
+        pg_url,
+        job,
+        "lease",
+        lease_table=lease_table,
+        max_duration="1h",
+        watchdog_interval=3,
     )
+    fast = ("--slot", SLOT, "--tenants", str(tenants), "--delay", "0.02")
+    b = start_worker(long_lease, job, "web-2", table, *fast)
     code_b, out_b, err_b = finish(b)
     code_a, out_a, err_a = finish(a)
     assert (code_a, out_a["outcome"]) == (4, "lock_lost"), (out_a, err_a)

@@ -15,12 +15,14 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.console.reports import overlap_seconds
+from lockconsole.model.jobs import Run
 
 from fault_helpers import (
     create_invoices,
@@ -113,18 +115,10 @@ def inject_faults(fleet: Fleet, pg_conn, job: str, stop: threading.Event, done: 
             done["kill -9"] += 1
 
 
-def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    job, table = f"billing_{uid}", f"invoices_{uid}"
-    create_invoices(pg_conn, "postgresql", table)
-    config = job_config(
-        tmp_path / "lockconsole.toml", pg_url, job, "pg-session", watchdog_interval=WATCHDOG
-    )
-    with config.open("a", encoding="utf-8") as f:  # the operator's check reads every attempt
-        f.write("[console]\nhistory_limit = 100000\n")
-    started = time.monotonic()
-    fleet = Fleet(config, job, table, tmp_path / "t0")
-    stop, faults = threading.Event(), {"terminate": 0, "kill -9": 0}
-    injector = threading.Thread(target=inject_faults, args=(fleet, pg_conn, job, stop, faults))
+def race(fleet: Fleet, inject: Callable[[Fleet, threading.Event], None]) -> None:
+    """Let the fleet fire every slot while `inject` runs beside it (until it is told to stop)."""
+    stop = threading.Event()
+    injector = threading.Thread(target=inject, args=(fleet, stop))
     injector.start()
     try:
         time.sleep(max(0.0, fleet.t0 + SLOTS * PERIOD - time.time()))
@@ -132,24 +126,24 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         stop.set()
         injector.join()
         fleet.wait()
-    elapsed = time.monotonic() - started
-    left_before_check = sum(r.outcome == "acquired" for r in runs_of(config, job))
-    with Console(load_config(str(config))) as console:  # an operator's `check` after the soak
-        swept = sum(a.kind == "abandoned" for a in console.snapshot(duplicates=False).alerts)
 
-    runs = runs_of(config, job)
-    rows = invoices(pg_conn, "postgresql", table)
-    pg_conn.execute(f"drop table {table}")
+
+def tally(runs: list[Run], rows: list[tuple]) -> tuple[dict[str, int], float]:
+    """Each slot's attempts from the ledger, by kind, and the longest overlap (seconds).
+
+    Kinds: exactly-one, takeover (a second instance finished what a lost one began), double,
+    missed; beside them, how many slots saw a lock_lost, an abandoned attempt, an attempt left
+    acquired, an overlap, and how many the ledger accounts for. A slot that succeeded has
+    every tenant's invoice."""
     by_slot = defaultdict(list)
     for run in runs:
         by_slot[run.slot].append(run)
     per_slot = defaultdict(set)
     for tenant, period, *_ in rows:
         per_slot[period].add(tenant)
-    slots = [BASE + timedelta(minutes=i) for i in range(1, SLOTS + 1)]
-    counts = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     longest = 0.0
-    for slot in slots:
+    for slot in (BASE + timedelta(minutes=i) for i in range(1, SLOTS + 1)):
         attempts = by_slot.get(slot, [])
         ran = [r for r in attempts if r.outcome != "skipped"]
         ok = [r for r in ran if r.outcome == "succeeded"]
@@ -172,6 +166,40 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
         longest = max(longest, overlap)
         if ok:
             assert per_slot[slot.isoformat()] == set(range(TENANTS)), slot
+    return counts, longest
+
+
+def assert_exactly_once(counts: dict[str, int], dupes: int, faults: dict[str, int]) -> None:
+    """What every soak must show: no double run or invoice, every slot in the ledger."""
+    assert dupes == 0
+    assert counts["double"] == 0, "two full runs of one slot"
+    assert counts["accounted"] == SLOTS, "every slot has its attempts in the ledger"
+    assert counts["exactly-one"] + counts["takeover"] + counts["missed"] == SLOTS
+    assert counts["exactly-one"] >= SLOTS // 2
+    assert sum(faults.values()) >= 3
+
+
+def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    job, table = f"billing_{uid}", f"invoices_{uid}"
+    create_invoices(pg_conn, "postgresql", table)
+    config = job_config(
+        tmp_path / "lockconsole.toml", pg_url, job, "pg-session", watchdog_interval=WATCHDOG
+    )
+    with config.open("a", encoding="utf-8") as f:  # the operator's check reads every attempt
+        f.write("[console]\nhistory_limit = 100000\n")
+    started = time.monotonic()
+    fleet = Fleet(config, job, table, tmp_path / "t0")
+    faults = {"terminate": 0, "kill -9": 0}
+    race(fleet, lambda fleet, stop: inject_faults(fleet, pg_conn, job, stop, faults))
+    elapsed = time.monotonic() - started
+    left_before_check = sum(r.outcome == "acquired" for r in runs_of(config, job))
+    with Console(load_config(str(config))) as console:  # an operator's `check` after the soak
+        swept = sum(a.kind == "abandoned" for a in console.snapshot(duplicates=False).alerts)
+
+    runs = runs_of(config, job)
+    rows = invoices(pg_conn, "postgresql", table)
+    pg_conn.execute(f"drop table {table}")
+    counts, longest = tally(runs, rows)
     dupes = duplicate_invoices(rows)
     table_text = "\n".join(
         [
@@ -191,11 +219,6 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
     )
     print("\n" + table_text)
     REPORT.write_text(table_text + "\n", encoding="utf-8")
-    assert dupes == 0
-    assert counts["double"] == 0, "two full runs of one slot"
+    assert_exactly_once(counts, dupes, faults)
     assert counts["left open"] == 0, f"attempts left acquired ({left_before_check} before check)"
     assert longest <= OVERLAP_BOUND, f"two executions overlapped for {longest:.3f} s"
-    assert counts["accounted"] == SLOTS, "every slot has its attempts in the ledger"
-    assert counts["exactly-one"] + counts["takeover"] + counts["missed"] == SLOTS
-    assert counts["exactly-one"] >= SLOTS // 2
-    assert faults["terminate"] + faults["kill -9"] >= 3

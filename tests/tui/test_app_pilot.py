@@ -25,6 +25,7 @@ from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
+from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import settle, sync, unavailable
@@ -34,7 +35,9 @@ from tcp_proxy import SwitchableProxy
 SIZE = (100, 30)
 
 
-def config_for(uid: str, pg_url: str | None = None, mysql_url: str | None = None) -> Config:
+def pg_and_mysql_config(
+    uid: str, pg_url: str | None = None, mysql_url: str | None = None
+) -> Config:
     text = ""
     if pg_url:
         text += f"""
@@ -132,7 +135,7 @@ async def release_through_modal(app: LockConsoleApp, pilot: Any, holder: Holder)
 async def test_pg_holder_appears_and_release_ends_its_session(
     pg_url, pg_conn, uid, make_console
 ) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:
@@ -172,7 +175,7 @@ def _mysql_alive(mysql_conn: Any, conn_id: int) -> bool:
 async def test_mariadb_holder_appears_and_release_kills_it(
     mysql_url, mysql_conn, uid, make_console
 ) -> None:
-    config = config_for(uid, mysql_url=mysql_url)
+    config = pg_and_mysql_config(uid, mysql_url=mysql_url)
     job = f"my_{uid}"
     holder_conn = _mysql(mysql_url)
     try:
@@ -196,7 +199,7 @@ async def test_mariadb_holder_appears_and_release_kills_it(
 
 @sync
 async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"cmd_{uid}"
     app = LockConsoleApp(make_console(config, instance=f"ops-{uid}"))
     async with app.run_test(size=SIZE) as pilot:
@@ -204,8 +207,8 @@ async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make
         select_job(app, job)
         await pilot.press("t")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmModal)
-        await pilot.press("y")
+        assert isinstance(app.screen, TriggerModal)
+        await pilot.press("h")  # here, in the console's process
         await settle(app, pilot)
         text = log_text(app)
         assert "hello-from-job" in text and "second-line" in text, text
@@ -222,7 +225,7 @@ async def test_trigger_streams_the_command_output_into_the_log(pg_url, uid, make
 async def test_trigger_while_another_session_holds_the_lock_says_who(
     pg_url, uid, make_console
 ) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"cmd_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True, application_name=f"other-{uid}")
     try:
@@ -232,7 +235,7 @@ async def test_trigger_while_another_session_holds_the_lock_says_who(
         async with app.run_test(size=SIZE) as pilot:
             await refresh_until(app, pilot, lambda: shown_holder(app, job, pid))
             select_job(app, job)
-            await pilot.press("t", "y")
+            await pilot.press("t", "h")
             await settle(app, pilot)
             text = log_text(app)
             assert f"trigger {job}: skipped" in text and str(pid) in text, text
@@ -243,7 +246,7 @@ async def test_trigger_while_another_session_holds_the_lock_says_who(
 
 @sync
 async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:
@@ -253,8 +256,8 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
         app = LockConsoleApp(console, read_only=True)
         async with app.run_test(size=SIZE) as pilot:
             holder = await refresh_until(app, pilot, lambda: shown_holder(app, job, pid))
-            actions = {b.binding.action for b in app.active_bindings.values()}
-            assert "duplicates" in actions and "release" not in actions and "trigger" not in actions
+            shown = {b.binding.action for b in app.active_bindings.values() if b.binding.show}
+            assert "duplicates" in shown and "release" not in shown and "trigger" not in shown
             provider = ActionsProvider(app.screen)
             offered = [hit.text async for hit in provider.discover()]
             assert "Filter" in offered and "Release" not in offered and "Trigger" not in offered
@@ -266,7 +269,10 @@ async def test_read_only_has_no_release_or_trigger(pg_url, pg_conn, uid, make_co
             app.dashboard.action_trigger()
             app.dashboard.action_release()
             await settle(app, pilot)
-            assert not isinstance(app.screen, ReleaseModal | ConfirmModal)
+            assert not isinstance(app.screen, ReleaseModal | ConfirmModal | TriggerModal)
+            said = [n.message for n in app._notifications]
+            assert any("force-release refused" in n and "--read-only" in n for n in said), said
+            assert any("trigger refused" in n and "--read-only" in n for n in said), said
             assert not any(w.group in ("release", "trigger") for w in app.workers)
             with pytest.raises(ReadOnlyError):
                 console.release(holder)
@@ -291,7 +297,7 @@ async def test_a_database_that_goes_away_shows_the_banner_and_recovers(
     pg_url, pg_proxy, uid, make_console
 ) -> None:
     proxy, flaky_url = pg_proxy
-    config = config_for(uid, pg_url=flaky_url)
+    config = pg_and_mysql_config(uid, pg_url=flaky_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)  # direct: it outlives the cut
     try:
@@ -321,7 +327,7 @@ async def test_a_database_that_goes_away_shows_the_banner_and_recovers(
 
 @sync
 async def test_filter_narrows_holders_and_history(pg_url, uid, make_console) -> None:
-    config = config_for(uid, pg_url=pg_url)
+    config = pg_and_mysql_config(uid, pg_url=pg_url)
     job = f"pg_{uid}"
     holder_conn = psycopg.connect(pg_url, autocommit=True)
     try:

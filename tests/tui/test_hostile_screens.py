@@ -19,8 +19,10 @@ from textual.widgets import DataTable, RichLog
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holder_rows import FIELDS, WIDTHS
+from lockconsole.tui.widgets.holder_rows import FIELDS
 from lockconsole.tui.widgets.holders import HoldersView
+
+from helpers import settle
 
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")
@@ -46,11 +48,6 @@ def assert_inert(app: LockConsoleApp, where: str) -> str:
     leftover = OWN_SEQUENCES.sub("", out)
     assert not raw_controls(leftover), (where, raw_controls(leftover))
     return out
-
-
-async def settle(app: LockConsoleApp, pilot: Any) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 async def loaded(app: LockConsoleApp, pilot: Any) -> None:
@@ -87,11 +84,11 @@ def test_dashboard_holders_and_release_modal_on_every_holder(world: World) -> No
         assert "\\x1b" in out, "the escapes are shown, visibly"
         view = app.query_one(HoldersView)
         columns = view.columns
-        names = [n for n, _ in ((FIELDS[i], w) for i, w in columns.picks)]
+        widths = {FIELDS[i]: w for i, w in columns.picks}  # from the data, on every refresh
         offsets, at = {}, 0
-        for name in names:
+        for name in widths:
             offsets[name] = at
-            at += WIDTHS[name] + 1
+            at += widths[name] + 1
         holders = [(i, r) for i, r in enumerate(view.model.rows) if r.holder is not None]
         assert len(holders) >= 3 * 24, "PG sessions, leases and GET_LOCK names are all listed"
         view.focus()
@@ -99,20 +96,29 @@ def test_dashboard_holders_and_release_modal_on_every_holder(world: World) -> No
             h = row.holder
             line = columns.line(row.cells)
             assert cell_len(line) == columns.width, (h.key, line)
-            pid = cells(line, offsets["PID"], offsets["PID"] + WIDTHS["PID"]).strip()
-            assert pid == (str(h.pid) if h.pid is not None else "lease"), (h.key, line)
-            key = cells(line, offsets["KEY"], offsets["KEY"] + WIDTHS["KEY"]).rstrip()
+            pid = cells(line, offsets["PID"], offsets["PID"] + widths["PID"]).strip()
+            assert pid == (str(h.pid) if h.pid is not None else h.kind), (h.key, line)
+            key = cells(line, offsets["KEY"], offsets["KEY"] + widths["KEY"]).rstrip()
             assert key and row.cells[2].startswith(key.rstrip("…").rstrip()), (h.key, line)
             view._move(index)
             await pilot.pause()
             assert_inert(app, f"holders at {h.key!r}")
+            await pilot.press("enter")  # the describe screen shows it as data too
+            await pilot.pause()
+            assert type(app.screen).__name__ == "HolderScreen"
+            assert_inert(app, f"describe screen of {h.key!r}")
+            await pilot.press("escape")
+            await pilot.pause()
             await pilot.press("x")
             await pilot.pause()
             modal = app.screen
+            if not h.granted:  # a waiter: nothing to release, said in a notice
+                assert type(modal).__name__ == "DashboardScreen"
+                continue
             assert type(modal).__name__ == "ReleaseModal"
             assert_inert(app, f"release modal of {h.key!r}")
             dialog = modal.query_one("#dialog").region
-            assert dialog.y >= 1, "the status line (row 0) is never covered by the modal"
+            assert dialog.y >= 2, "the header and status line (rows 0, 1) are never covered"
             assert modal.query_one("#buttons").region.bottom <= 40
             await pilot.press("escape")
             await pilot.pause()
@@ -162,7 +168,7 @@ def test_screens_log_and_notifications(world: World) -> None:
         await pilot.press("t")
         await pilot.pause()
         assert_inert(app, "trigger modal")
-        await pilot.press("y")
+        await pilot.press("h")
         await settle(app, pilot)
         await pilot.pause(0.2)
         log = app.query_one("#log", RichLog)
@@ -188,7 +194,7 @@ def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -
             await pilot.press("x")
             await pilot.pause()
             modal = app.screen
-            assert modal.query_one("#dialog").region.y >= 1, view.model.rows[index].cells
+            assert modal.query_one("#dialog").region.y >= 2, view.model.rows[index].cells
             assert modal.query_one("#buttons").region.bottom <= 24
             assert_inert(app, "release modal at 80x24")
             await pilot.press("escape")

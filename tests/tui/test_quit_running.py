@@ -15,7 +15,8 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.screens.confirm import ConfirmModal, QuitRunModal
+from lockconsole.tui.screens.confirm import QuitRunModal
+from lockconsole.tui.screens.fleet import TriggerModal
 
 from conftest import PYTHON
 from stop_helpers import STEPS, pg_lock_holder
@@ -55,8 +56,8 @@ async def _trigger(app: LockConsoleApp, pilot: Any, job: str) -> None:
     table.focus()
     table.move_cursor(row=table.get_row_index(job))
     await pilot.press("t")
-    await _until(pilot, lambda: isinstance(app.screen, ConfirmModal))
-    await pilot.press("y")
+    await _until(pilot, lambda: isinstance(app.screen, TriggerModal))
+    await pilot.press("h")
 
 
 def _runs(config, job):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Snapshots of the release modal, the duplicates screen and the timeline at 80x24 and 120x40.
+"""Snapshots of the release modal, the duplicates, timeline and audit screens at 80x24 and 120x40.
 
 Deterministic: the fixed sample data set and its frozen clock (FROZEN_NOW), no database.
 Regenerate with `pytest tests/tui/test_screen_snapshots.py --snapshot-update`, then look.
@@ -62,4 +62,12 @@ def test_duplicates_screen(snap_compare: Any, size: tuple[int, int]) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_timeline_of_the_triple_charge_night(snap_compare: Any, size: tuple[int, int]) -> None:
     screen = TimelineScreen(sample_snapshot(), "nightly_billing", now=FROZEN_NOW)
+    assert snap_compare(Host(screen), terminal_size=size, run_before=settle)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_audit_screen(snap_compare: Any, size: tuple[int, int]) -> None:
+    from lockconsole.tui.screens.audit import AuditScreen
+
+    screen = AuditScreen(SampleConsole(), now=lambda: FROZEN_NOW)
     assert snap_compare(Host(screen), terminal_size=size, run_before=settle)

@@ -54,6 +54,7 @@ def test_password_of_a_down_database_is_not_on_screen(pg_url, uid, tmp_path):
                     what="the down database's error in the banner",
                 )
                 shown = str(banner.render())
+                await pilot.pause()  # the banner's first paint, before the screenshot of it
                 shots = [app.save_screenshot("dash.svg", str(tmp_path))]
                 await pilot.press("question_mark")
                 await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")

@@ -13,6 +13,8 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.sample import FROZEN_NOW
 from lockconsole.tui.sample_console import SampleConsole
 
+from helpers import first_data
+
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
@@ -21,8 +23,7 @@ def dashboard(**kwargs: Any) -> LockConsoleApp:
 
 
 async def loaded(pilot: Any) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await first_data(pilot.app, pilot)
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -32,7 +32,7 @@ from tcp_proxy import SwitchableProxy
 SIZE = (110, 30)
 
 
-def config_for(uid: str, databases: dict[str, str], console: str = "") -> Config:
+def databases_config(uid: str, databases: dict[str, str], console: str = "") -> Config:
     text = f"[console]\n{console}\n"
     for name, url in databases.items():
         text += f"""
@@ -89,6 +89,12 @@ class SilentPort:
                 return
             self.accepted.append(conn)  # kept open, never answered
 
+    def hang_up(self) -> None:
+        """Close the connections accepted so far (their connects fail at once); later ones
+        are accepted and never answered again."""
+        for conn in list(self.accepted):
+            conn.close()
+
     def close(self) -> None:
         self.listener.close()
         for conn in self.accepted:
@@ -107,9 +113,10 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
     pg_url, silent, uid, make_console
 ) -> None:
     silent_url = f"postgresql://postgres@127.0.0.1:{silent.port}/x"
-    # the silent database's first snapshot waits this long: keys are pressed meanwhile
-    config = config_for(
-        uid, {"pg": pg_url, "silent": silent_url}, console='connect_timeout = "10s"'
+    # the silent database's connects wait until the test hangs up on them: keys are pressed
+    # meanwhile, however long the machine takes to answer them
+    config = databases_config(
+        uid, {"pg": pg_url, "silent": silent_url}, console='connect_timeout = "10m"'
     )
     job = f"pg_{uid}"
     holder = psycopg.connect(pg_url, autocommit=True)
@@ -132,15 +139,19 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
                 await pilot.press(key)
                 await until(pilot, effect, DEADLINE, f"key {key!r} to take effect")
             assert app.snapshot is None, "the keys were answered while the database was pending"
-            await until(pilot, lambda: holder_pids(app, job), 20, "the real holder")
-            await until(pilot, lambda: "silent" in app.errors, 20, "the silent database's error")
+            # the holders read and the ledger read of the silent database are both waiting
+            await until(pilot, lambda: len(silent.accepted) >= 2, DEADLINE, "both connects")
+            assert app.snapshot is None
+            silent.hang_up()  # those connects fail now: the first snapshot can complete
+            await until(pilot, lambda: holder_pids(app, job), DEADLINE, "the real holder")
+            await until(pilot, lambda: "silent" in app.errors, DEADLINE, "the silent error")
             status = rendered(app, "#status")
             assert "silent ✖ down" in status and "pg ● ok" in status, status
             banner = app.query_one("#banner", Static)
             assert banner.has_class("-shown") and "⚠ silent:" in rendered(app, "#banner")
             assert "pg" not in app.errors
             # later snapshots no longer wait for it: a new holder shows, and fresh snapshots
-            # keep coming while the silent database's first reads are still out
+            # keep coming while the silent database's new connects hang
             second.execute("select pg_advisory_lock(%s)", (config.job(job).key.value + 1,))
             pid2 = second.info.backend_pid
             await until(
@@ -172,7 +183,7 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
 async def test_a_database_stopped_and_started_again_under_the_open_console(
     own_postgres, uid, make_console
 ) -> None:
-    config = config_for(uid, {"own": own_postgres.url})
+    config = databases_config(uid, {"own": own_postgres.url})
     job = f"own_{uid}"
     key = config.job(job).key.value
     before = psycopg.connect(own_postgres.url, autocommit=True)
@@ -182,7 +193,7 @@ async def test_a_database_stopped_and_started_again_under_the_open_console(
     after = None
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: pid in holder_pids(app, job), 20, "the holder")
+            await until(pilot, lambda: pid in holder_pids(app, job), DEADLINE, "the holder")
             banner = app.query_one("#banner", Static)
             assert not banner.has_class("-shown")
             own_postgres.stop()
@@ -199,7 +210,7 @@ async def test_a_database_stopped_and_started_again_under_the_open_console(
             after = psycopg.connect(own_postgres.url, autocommit=True)
             after.execute("select pg_advisory_lock(%s)", (key,))
             new_pid = after.info.backend_pid
-            await until(pilot, lambda: new_pid in holder_pids(app, job), 20, "fresh data")
+            await until(pilot, lambda: new_pid in holder_pids(app, job), DEADLINE, "fresh data")
             await until(pilot, lambda: not banner.has_class("-shown"), DEADLINE, "the banner to go")
             assert not app.errors and not app.query_one(HoldersView).dimmed
             assert pid not in holder_pids(app, job), "the old session died with the server"
@@ -218,7 +229,7 @@ async def test_a_cut_while_a_statement_is_in_flight_recovers(
 ) -> None:
     proxy = SwitchableProxy(("127.0.0.1", own_postgres.port))
     flaky = f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres"
-    config = config_for(uid, {"own": flaky}, console='statement_timeout = "30s"')
+    config = databases_config(uid, {"own": flaky}, console='statement_timeout = "30s"')
     job = f"own_{uid}"
     Ledger(config.databases["own"]).create_schema()
     blocker = psycopg.connect(own_postgres.url)  # direct: not behind the proxy
@@ -228,7 +239,7 @@ async def test_a_cut_while_a_statement_is_in_flight_recovers(
     app = LockConsoleApp(console, refresh=0.5)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: holder_pids(app, job), 20, "the holder")
+            await until(pilot, lambda: holder_pids(app, job), DEADLINE, "the holder")
             # every ledger read now waits on this lock: a statement in flight
             blocker.execute("lock table lockconsole_runs in access exclusive mode")
 
@@ -239,16 +250,16 @@ async def test_a_cut_while_a_statement_is_in_flight_recovers(
                 ).fetchone()
                 return bool(row and row[0])
 
-            await until(pilot, console_waits, 15, "the console's read to block")
+            await until(pilot, console_waits, DEADLINE, "the console's read to block")
             await pilot.press("2")
             await until(pilot, lambda: app.focused is app.query_one(HoldersView), DEADLINE, "key 2")
             proxy.cut()
-            await until(pilot, lambda: "own" in app.errors, 15, "the cut to show")
+            await until(pilot, lambda: "own" in app.errors, DEADLINE, "the cut to show")
             assert app.query_one("#banner", Static).has_class("-shown")
             assert holder_pids(app, job), "the last good data is kept"
             blocker.rollback()
             proxy.restore()
-            await until(pilot, lambda: not app.errors, 20, "recovery")
+            await until(pilot, lambda: not app.errors, DEADLINE, "recovery")
             assert holder_pids(app, job)
             await pilot.press("p")  # no new refresh: the read cut in flight must have ended
             await until(

@@ -16,7 +16,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.connect import Timeouts, first_line
-from lockconsole.backends.inspect import HolderList, ReleaseResult, ReleaseStatus
+from lockconsole.backends.inspect import (
+    HolderList,
+    ReleaseResult,
+    ReleaseStatus,
+    audited_release,
+)
 from lockconsole.backends.lease.table import (
     FENCING,
     SHEDLOCK_COLUMNS,
@@ -26,7 +31,7 @@ from lockconsole.backends.lease.table import (
 )
 from lockconsole.backends.sa import engine_for
 from lockconsole.config.urls import scrub
-from lockconsole.model.errors import DatabaseError, LockconsoleError
+from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.views import Holder
 
@@ -122,27 +127,26 @@ class LeaseInspector:
             return ReleaseResult("error", f"not a held lease of table {self.table}", holder)
         token = "" if holder.fencing_token is None else f" (fencing token {holder.fencing_token})"
         target = f"lease {holder.key!r} in {self.table} locked by {holder.locked_by!r}{token}"
-        try:
-            entry = audit.begin(actor, "release", target)
-        except LockconsoleError as exc:
-            return ReleaseResult("error", str(exc), holder)
+        return audited_release(
+            holder,
+            target,
+            lambda: self._expire_guarded(holder, target, token),
+            actor=actor,
+            audit=audit,
+        )
+
+    def _expire_guarded(self, holder: Holder, target: str, token: str) -> tuple[ReleaseStatus, str]:
+        """The guarded expiry (only while the same holder holds it) as (status, message)."""
         try:
             changed = self._expire(holder)
         except (SQLAlchemyError, DatabaseError) as exc:
-            message = f"expiring {target} failed: {self._describe(exc)}"
-            audit.finish(entry, "error", message)
-            return ReleaseResult("error", message, holder)
-        status: ReleaseStatus
+            return "error", f"expiring {target} failed: {self._describe(exc)}"
         if changed == 1:
-            status, message = "released", f"{target} expired; another instance can take it now"
-        else:
-            status = "holder_changed"
-            message = (
-                f"holder changed: {holder.locked_by!r} no longer holds lease "
-                f"{holder.key!r}{token}; nothing was done"
-            )
-        audit.finish(entry, status, message)
-        return ReleaseResult(status, message, holder)
+            return "released", f"{target} expired; another instance can take it now"
+        return "holder_changed", (
+            f"holder changed: {holder.locked_by!r} no longer holds lease "
+            f"{holder.key!r}{token}; nothing was done"
+        )
 
     def _expire(self, holder: Holder) -> int:
         """ShedLock's unlock with lock_until = now, guarded; the number of rows changed."""

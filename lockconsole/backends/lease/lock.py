@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import SQLAlchemyError
 
 from lockconsole.backends import LockBase, sqlfiles
-from lockconsole.backends.connect import first_line, prepare_if_direct
+from lockconsole.backends.connect import close_quietly, first_line, prepare_if_direct
 from lockconsole.backends.lease.table import FENCING, db_now, ensure_lease_table, lease_table, plus
 from lockconsole.backends.sa import engine_for
 from lockconsole.config.urls import scrub
@@ -303,11 +303,7 @@ class LeaseLock(LockBase):
     def close(self) -> None:
         """Close the connection and dispose of the engine."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+        close_quietly(conn)
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None

@@ -1,4 +1,4 @@
-"""The run ledger's table as SQLAlchemy Core, built from RUN_COLUMNS (imported only when built).
+"""The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output.
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -8,9 +8,13 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from lockconsole.model.errors import LedgerDenied
 from lockconsole.model.jobs import RUN_COLUMNS
 
 TABLE = "lockconsole_runs"
+CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
+REQUESTS_TABLE = "lockconsole_requests"  # runs asked of the fleet, and how they went
+OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
 
 
 @cache
@@ -69,8 +73,96 @@ def schema() -> tuple[Any, Any]:
         Index("ix_lockconsole_runs_job_slot", "job", "slot"),
         Index("ix_lockconsole_runs_started_at", "started_at"),
     )
+    Table(
+        CONTROLS_TABLE,
+        metadata,
+        Column("job", String(128), primary_key=True),
+        Column("note", Text, nullable=False),
+        Column("paused_by", String(255), nullable=False),
+        Column("paused_at", UTCDateTime, nullable=False),
+        Column("paused_until", UTCDateTime),
+    )
+    Table(
+        OUTPUT_TABLE,
+        metadata,
+        Column(
+            "run_id",
+            BigInteger().with_variant(Integer, "sqlite"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column(
+            "output", Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=False
+        ),
+    )
+    Table(
+        REQUESTS_TABLE,
+        metadata,
+        Column("id", big, primary_key=True, autoincrement=True),
+        Column("job", String(128), nullable=False),
+        Column("slot", UTCDateTime),  # None: a manual run in its own slot
+        Column("instance", String(255)),  # None: any instance serving the job
+        Column("forced", Integer, nullable=False),  # 1: run even if the slot already succeeded
+        Column("state", String(16), nullable=False),
+        Column("served_by", String(255)),
+        Column("run_id", BigInteger),
+        Column("requested_by", String(255), nullable=False),
+        Column("requested_at", UTCDateTime, nullable=False),
+        Column("updated_at", UTCDateTime, nullable=False),
+        Column("expires_at", UTCDateTime, nullable=False),
+        Column("reason", Text),
+        Index("ix_lockconsole_requests_state", "state"),
+    )
     return metadata, table
 
 
 def _dialect_of(name: str) -> str:
     return "mysql" if name in ("mysql", "mariadb") else name
+
+
+def ensure(engine: Any) -> None:
+    """Create the table and its indexes if they are missing, then add the columns an older
+    ledger lacks (`migrate`)."""
+    metadata, _ = schema()
+    with engine.begin() as conn:
+        metadata.create_all(conn, checkfirst=True)
+    migrate(engine)
+
+
+def migrate(engine: Any) -> list[str]:
+    """Add the columns of RUN_COLUMNS an older ledger lacks; the names added.
+
+    Only nullable columns without a default are ever added, which every dialect does without
+    rewriting the table. Each ALTER runs on its own (autocommit); another instance adding the
+    same column at the same time is fine: the column is there afterwards either way.
+    """
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.schema import CreateColumn
+
+    _, table = schema()
+
+    def present() -> set[str]:
+        return {column["name"] for column in inspect(engine).get_columns(TABLE)}
+
+    have = present()
+    missing = [spec for spec in RUN_COLUMNS if spec.nullable and spec.name not in have]
+    if not missing:
+        return []
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        quoted = conn.dialect.identifier_preparer.quote(TABLE)
+        for spec in missing:
+            ddl = CreateColumn(table.c[spec.name]).compile(dialect=conn.dialect)
+            statement = f"ALTER TABLE {quoted} ADD COLUMN {ddl}"
+            try:
+                conn.exec_driver_sql(statement)
+            except SQLAlchemyError as exc:
+                if spec.name in present():  # another instance added it meanwhile
+                    continue
+                said = " ".join(str(getattr(exc, "orig", None) or exc).split())
+                raise LedgerDenied(
+                    f"the run ledger {TABLE} lacks the column {spec.name} that this release "
+                    f"records, and this account may not add it; its owner must run once: "
+                    f"{statement} (the server said: {said})"
+                ) from None
+    return [spec.name for spec in missing]

@@ -33,33 +33,20 @@ from typing import Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
 from lockconsole.backends.errors import classify
-from lockconsole.backends.ledger.schema import TABLE, schema  # noqa: F401  (TABLE is public here)
+from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
+from lockconsole.backends.ledger.texts import MAX_MESSAGE, truncate  # noqa: F401  (public here)
+from lockconsole.backends.ledger.texts import grant_hint as _grant_hint
 from lockconsole.backends.ledger.times import from_db, to_db
-from lockconsole.config.urls import redact, scrub
+from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
-MAX_MESSAGE = 4096  # characters kept of a run's message; longer ones keep head and tail
-OUTCOMES = ("skipped", "acquired", "succeeded", "failed", "lock_lost")
+OUTCOMES = ("skipped", "paused", "acquired", "succeeded", "failed", "lock_lost")
 FINAL_OUTCOMES = ("succeeded", "failed", "lock_lost")
 COLUMNS = tuple(column.name for column in RUN_COLUMNS)
 _INSERT_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type != "id")
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without importing it
 _TIME_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
-
-
-def truncate(message: str | None) -> str | None:
-    """The message, passwords masked, cut to MAX_MESSAGE characters (keeping start and end)."""
-    if message is None:
-        return message
-    masked = redact(message)
-    if masked != message:
-        message = masked
-    if len(message) <= MAX_MESSAGE:
-        return message
-    head, tail = MAX_MESSAGE // 4, MAX_MESSAGE * 3 // 4
-    cut = len(message) - head - tail
-    return f"{message[:head]}\n… [{cut} characters truncated] …\n{message[-tail:]}"
 
 
 def _row_to_run(row: Any) -> Run:
@@ -244,10 +231,28 @@ class Ledger:
 
     def update(self, query: str, params: dict[str, Any]) -> int:
         """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
-        values = {
+        return int(self._execute(query, self._values(params), lambda cur: cur.rowcount))
+
+    def fetch_one(self, query: str, params: dict[str, Any]) -> Any:
+        """The first row of one SELECT query file (its datetimes given aware), or None."""
+        return self._execute(query, self._values(params), lambda cur: cur.fetchone())
+
+    def fetch_all(self, query: str, params: dict[str, Any]) -> list[Any]:
+        """Every row of one SELECT query file (its datetimes given aware)."""
+        return list(self._execute(query, self._values(params), lambda cur: cur.fetchall()))
+
+    def insert(self, query: str, params: dict[str, Any]) -> Any:
+        """Run one INSERT query file (its datetimes given aware); the new row's id, if any."""
+
+        def new_id(cur: Any) -> Any:
+            return cur.fetchone()[0] if cur.description else getattr(cur, "lastrowid", None)
+
+        return self._execute(query, self._values(params), new_id)
+
+    def _values(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
             k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
         }
-        return int(self._execute(query, values, lambda cur: cur.rowcount))
 
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
         """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
@@ -291,13 +296,11 @@ class Ledger:
         return self._read(query)
 
     def create_schema(self) -> None:
-        """Create the ledger table and its indexes if they are missing (imports SQLAlchemy)."""
+        """Create the ledger table and its indexes, or add the columns an older one lacks."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        metadata, _ = schema()
         try:
-            with self._sa_engine().begin() as conn:
-                metadata.create_all(conn, checkfirst=True)
+            ensure(self._sa_engine())
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
         self._schema_checked = True
@@ -367,7 +370,7 @@ class Ledger:
                 if kind == "missing" and create_error is not None:
                     raise create_error from None
                 if kind == "denied":
-                    raise LedgerDenied(self._describe(exc) + _grant_hint(name)) from None
+                    raise LedgerDenied(self._describe(exc) + _grant_hint(name, TABLE)) from None
                 raise DatabaseError(self._describe(exc)) from None
 
     def _drop_connection(self) -> None:
@@ -392,9 +395,3 @@ def finished(run: Run, params: dict[str, Any], outcome: str | None = None) -> Ru
         exit_code=params["exit_code"],
         message=params["message"],
     )
-
-
-def _grant_hint(query: str) -> str:
-    """What a role refused by `query` lacks, for the one line an operator reads."""
-    verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
-    return f" (the ledger needs {verb} on {TABLE}: GRANT SELECT, INSERT, UPDATE ON {TABLE} ...)"

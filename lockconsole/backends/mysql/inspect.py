@@ -26,11 +26,16 @@ from typing import Any, Literal
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.audit import Actor, AuditLog
-from lockconsole.backends.connect import Timeouts, connect_mysql, first_line
+from lockconsole.backends.connect import Timeouts, close_quietly, connect_mysql, first_line
 from lockconsole.backends.errors import classify
-from lockconsole.backends.inspect import HolderList, ReleaseResult, ReleaseStatus
+from lockconsole.backends.inspect import (
+    HolderList,
+    ReleaseResult,
+    ReleaseStatus,
+    audited_release,
+)
 from lockconsole.config.urls import scrub
-from lockconsole.model.errors import DatabaseError, LockconsoleError
+from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.views import Holder
 
@@ -263,13 +268,9 @@ class MysqlInspector:
         if type(pid) is not int or pid <= 0:
             return ReleaseResult("error", f"invalid connection id {pid!r}", holder)
         target = f"user lock {holder.key!r} held by connection {pid}"
-        try:
-            entry = audit.begin(actor, "release", target)
-        except LockconsoleError as exc:
-            return ReleaseResult("error", str(exc), holder)
-        status, message = self._kill(holder.key, pid)
-        audit.finish(entry, status, message)
-        return ReleaseResult(status, message, holder)
+        return audited_release(
+            holder, target, lambda: self._kill(holder.key, pid), actor=actor, audit=audit
+        )
 
     def _kill(self, name: str, pid: int) -> tuple[ReleaseStatus, str]:
         """The guarded KILL and its outcome as (status, one-line message)."""
@@ -325,11 +326,7 @@ class MysqlInspector:
     def close(self) -> None:
         """Close the inspector's connection (idempotent)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+        close_quietly(conn)
 
 
 def _unquote(body: str) -> str:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
+from datetime import timedelta
 from operator import itemgetter
 from typing import Any
 
@@ -32,6 +33,7 @@ from lockconsole.model.fast import construct, gc_paused
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.keys import oid_to_int4, pg_locks_identity
 from lockconsole.model.views import Holder
+from lockconsole.text.times import span
 
 SOURCE = "pg_locks"
 TERMINATE_TIMEOUT_MS = 5000
@@ -301,12 +303,14 @@ class PgInspector:
             return ReleaseResult(
                 "error",
                 f"pid {holder.pid} was signalled but had not exited after "
-                f"{TERMINATE_TIMEOUT_MS // 1000} s; key {holder.key} may still be held" + unguarded,
+                f"{span(timedelta(milliseconds=TERMINATE_TIMEOUT_MS))}; "
+                f"key {holder.key} may still be held" + unguarded,
                 holder,
             )
         return ReleaseResult(
             "released",
-            f"released key {holder.key}: terminated pid {holder.pid} in {took:.3f} s" + unguarded,
+            f"released key {holder.key}: terminated pid {holder.pid} in "
+            f"{span(timedelta(seconds=took))}" + unguarded,
             holder,
         )
 

@@ -16,8 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockconsole.backends.audit import Actor, AuditLog
-from lockconsole.backends.connect import Timeouts, first_line
-from lockconsole.backends.inspect import HolderList, ReleaseResult, ReleaseStatus
+from lockconsole.backends.connect import Timeouts, close_quietly, first_line
+from lockconsole.backends.inspect import (
+    HolderList,
+    ReleaseResult,
+    ReleaseStatus,
+    audited_release,
+)
 from lockconsole.backends.redis.lock import (
     RELEASE,
     TOKEN_PREFIX,
@@ -27,7 +32,7 @@ from lockconsole.backends.redis.lock import (
     redis_errors,
 )
 from lockconsole.config.urls import scrub
-from lockconsole.model.errors import DatabaseError, LockconsoleError
+from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.views import Holder
 
@@ -170,42 +175,33 @@ class RedisInspector:
         if holder.value is None:
             return ReleaseResult("error", "no value was listed for this key", holder)
         target = f"redis key {holder.key!r} holding {holder.value!r}"
-        try:
-            entry = audit.begin(actor, "release", target)
-        except LockconsoleError as exc:
-            return ReleaseResult("error", str(exc), holder)
+        value = holder.value
+        return audited_release(
+            holder,
+            target,
+            lambda: self._delete(holder.key, value, target),
+            actor=actor,
+            audit=audit,
+        )
+
+    def _delete(self, key: str, value: str, target: str) -> tuple[ReleaseStatus, str]:
+        """The guarded delete (only while the key holds `value`) as (status, one-line message)."""
         try:
             done = self._redis().eval(
-                RELEASE,
-                2,
-                encode(holder.key),
-                encode(TOKEN_PREFIX + holder.key),
-                encode(holder.value),
+                RELEASE, 2, encode(key), encode(TOKEN_PREFIX + key), encode(value)
             )
         except redis_errors() as exc:
             self.close()
-            message = f"deleting {target} failed: {self._describe(exc)}"
-            audit.finish(entry, "error", message)
-            return ReleaseResult("error", message, holder)
-        status: ReleaseStatus
+            return "error", f"deleting {target} failed: {self._describe(exc)}"
         if done:
-            status, message = "released", f"{target} deleted; another instance can take it now"
-        else:
-            status = "holder_changed"
-            message = (
-                f"holder changed: redis key {holder.key!r} no longer holds "
-                f"{holder.value!r}; nothing was done"
-            )
-        audit.finish(entry, status, message)
-        return ReleaseResult(status, message, holder)
+            return "released", f"{target} deleted; another instance can take it now"
+        return "holder_changed", (
+            f"holder changed: redis key {key!r} no longer holds {value!r}; nothing was done"
+        )
 
     def close(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:
-                pass
+        close_quietly(client)
 
 
 def _token(note: Any, value: str) -> int | None:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockconsole.backends import LockBase
-from lockconsole.backends.connect import first_line
+from lockconsole.backends.connect import close_quietly, first_line
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, DatabaseURL, Job
@@ -212,11 +212,7 @@ class RedisLock(LockBase):
 
     def _drop(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:
-                pass
+        close_quietly(client)
 
     def close(self) -> None:
         """Close the client's connections (the key stays until released or expired)."""

@@ -4,6 +4,7 @@ default screen; the detail screens are pushed over it:
     DuplicatesScreen(console, job)               duplicate keys of the idempotency table
     TimelineScreen(snapshot, job, now=...)        every attempt per slot, one lane per instance
     RunDetailScreen(run, slot_runs)               one run in full (modal)
+    HolderScreen(holder, blocks) / JobScreen(...) describe one holder / one job (describe.py)
     HelpScreen([(key, description), ...])         every key (modal)
 
 The modals that confirm an action live in lockconsole.tui.screens.confirm.

@@ -10,9 +10,6 @@ QuitRunModal(job)          -> str    quitting with a triggered run going: "stop"
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,10 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from lockconsole.model.views import Holder
-from lockconsole.text import times
 from lockconsole.text.safe import data_text, shown
+from lockconsole.tui.widgets.holder_facts import (
+    holder_details,
+    holder_label,
+    release_target,
+)
 
-DETAIL_WIDTH = 2000  # terminal cells of one detail (a 10 KB query ends in '…')
 DIALOG_CSS = """
     align: center middle;
     & > #dialog {
@@ -46,6 +46,8 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("y", "confirm", "Yes", id="confirm_yes"),
         Binding("n", "cancel", "No", id="confirm_no"),
         Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
     def __init__(self, title: str, body: str) -> None:
@@ -76,77 +78,6 @@ class ConfirmModal(ModalScreen[bool]):
         self.dismiss(False)
 
 
-def holder_label(holder: Holder) -> str:
-    """What typing confirms: the job name, or the key of an unmapped holder."""
-    return holder.job or holder.key
-
-
-def release_target(holder: Holder) -> str:
-    """One line saying exactly what a force-release ends."""
-    if holder.kind == "lease":
-        return f"Expire lease {holder.key!r} held by {holder.locked_by or '?'}"
-    if holder.kind == "redis":
-        return f"Delete Redis key {holder.key!r} if it still holds {holder.value!r}"
-    if holder.kind == "user_lock":
-        return f"Kill MySQL connection {holder.pid} on {holder.database}"
-    return f"Terminate PostgreSQL backend pid {holder.pid} on {holder.database}"
-
-
-def holder_details(holder: Holder) -> Table:
-    """Every fact about the holder an operator needs before ending it, as a two-column grid."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim", no_wrap=True)
-    grid.add_column(overflow="fold")
-
-    def add(label: str, value: object) -> None:
-        if value not in (None, ""):
-            text = times.stamp(value) if isinstance(value, datetime) else str(value)
-            grid.add_row(label, data_text(text, limit=DETAIL_WIDTH))
-
-    add("job", holder.job or "— unmapped key (no configured job)")
-    add("database", holder.database + (f" ({holder.datname})" if holder.datname else ""))
-    if holder.kind == "lease":
-        add("lease", f"{holder.key} in table {holder.source}")
-        add("locked by", holder.locked_by)
-        add("fencing token", holder.fencing_token)
-        add("lock until", holder.lock_until)
-    elif holder.kind == "redis":  # the exact value: the release compares it
-        add("redis key", holder.key)
-        add("value", holder.value)
-        add("host", holder.locked_by)
-        add("fencing token", holder.fencing_token)
-        add("expires", holder.lock_until or "never (no TTL)")
-    else:
-        add("key", f"{holder.key} ({holder.kind}, {holder.key_kind})")
-        add("pid", holder.pid)
-    add("instance", holder.instance)
-    add("user", holder.user)
-    add("application", holder.application_name)
-    add("client", holder.client_addr)
-    add("state", holder.state)
-    add("query", holder.query)
-    if holder.granted:
-        if holder.held_since:
-            add("held since", holder.held_since)
-        else:  # the lock's own start is not recorded: the session's is the upper bound
-            add("connected since", holder.backend_start)
-    else:
-        add("waiting since", holder.waiting_since)
-        if holder.blocked_by:
-            add("blocked by", "pid " + ", ".join(str(p) for p in holder.blocked_by))
-    if holder.stale:
-        grid.add_row(
-            Text("stale", style="bold yellow"),
-            data_text(holder.stale, style="yellow", limit=DETAIL_WIDTH),
-        )
-    if holder.hidden:
-        grid.add_row(
-            Text("hidden", style="bold"),
-            data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH),
-        )
-    return grid
-
-
 class ReleaseModal(ModalScreen[bool]):
     """Force-release one holder, after typing its job name (or key) to prove intent."""
 
@@ -156,8 +87,9 @@ class ReleaseModal(ModalScreen[bool]):
         + """
         & > #dialog { border: thick $error; }
         & #details { height: auto; max-height: 13; }
-        /* the status line (row 0) stays visible however long the holder's data: a short
-           terminal gets fewer detail rows (they scroll), so the centred dialog fits below it */
+        /* the header and the status line (rows 0, 1) stay visible however long the holder's
+           data: a short terminal gets fewer detail rows (they scroll), so the centred dialog
+           fits below them */
         &.-short #details { max-height: 7; }
         & #prompt { margin-top: 1; }
         & #waiter { color: $warning; margin-top: 1; }
@@ -167,9 +99,10 @@ class ReleaseModal(ModalScreen[bool]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
-    def __init__(self, holder: Holder) -> None:
+    def __init__(self, holder: Holder, blocks: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.holder = holder
+        self.blocks = blocks
         self.expected = holder_label(holder)
 
     def compose(self) -> ComposeResult:
@@ -178,7 +111,7 @@ class ReleaseModal(ModalScreen[bool]):
             title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
             yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="details"):
-                yield Static(holder_details(h))
+                yield Static(holder_details(h, self.blocks))
             if h.granted:
                 what = "job name" if h.job else "key"
                 yield Static(

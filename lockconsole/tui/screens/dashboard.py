@@ -4,15 +4,18 @@
 
 Its BINDINGS are screen-scoped: a screen pushed on top (a modal, duplicates, ...) does not see
 them. The refresh and its state, the workers and quitting are the app's (LockConsoleApp).
-Mutations (trigger, release) ask first, are hidden in --read-only mode (check_action) and
-refused there even if invoked directly.
+The panes share the height by what they hold (`widgets/pane_heights.py`); the log is an
+overlay that never takes the holders' rows. What to do with a selection (describe, trigger,
+release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused action says why.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
@@ -20,34 +23,45 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
 from lockconsole.model.jobs import Run
-from lockconsole.text.times import age
+from lockconsole.text.times import age, zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
 from lockconsole.tui.panes import (
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    Staleness,
     banner_text,
     history_rows,
     job_rows,
     status_text,
 )
-from lockconsole.tui.widgets.holder_rows import HolderRows, layout
+from lockconsole.tui.screens.dashboard_actions import SelectionActions
+from lockconsole.tui.state import job_names, ledger_names
+from lockconsole.tui.widgets.header import header_text
+from lockconsole.tui.widgets.holder_rows import COLUMNS, HolderRows, layout
 from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import selected_key, sync_table
+from lockconsole.tui.widgets.pane_heights import share
+from lockconsole.tui.widgets.tables import PaneTable, sorted_rows, sync_table
 
 if TYPE_CHECKING:
     from lockconsole.tui.app import LockConsoleApp
 
+PANES = ("jobs", "holders", "history")
+
 
 class DashboardScreen(Screen[None]):
-    """Three panes over the app's latest Snapshot, a status line, an error banner and a log."""
+    """Three panes over the app's latest Snapshot, a header, a status line, a banner, a log."""
 
     BINDINGS = dashboard_bindings()
 
     def __init__(self) -> None:
         super().__init__()
-        self._runs_of: dict[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
+        self.runs_of: dict[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
         self._shown_status: object = None
+        self._shown_banner: object = None
+        self._ages_second: int | None = None  # the clock's second the holders' ages were for
+        self.maximised: str | None = None
+        self.selection = SelectionActions(self)
 
     @property
     def host(self) -> LockConsoleApp:
@@ -57,38 +71,64 @@ class DashboardScreen(Screen[None]):
     # --- layout ------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        yield Static(id="header", markup=False)
         yield Static(id="status")
         yield Static(id="banner")
         with Vertical(id="panes"):
-            yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+            yield PaneTable(JOB_COLUMNS, fixed=1, id="jobs")
             yield HoldersView(id="holders", clock=self.host.clock)
-            yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
+            yield PaneTable(HISTORY_COLUMNS, fixed=2, id="history")
         yield Input(id="filter", placeholder="filter holders and history (Enter keeps, Esc clears)")
         yield RichLog(id="log", max_lines=2000, wrap=True, markup=False, highlight=False)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        jobs = self.query_one("#jobs", DataTable)
-        jobs.border_title = "1 Jobs"
-        for column in JOB_COLUMNS:
-            jobs.add_column(column, key=column)
-        history = self.query_one("#history", DataTable)
-        history.border_title = "3 Run history"
-        for column in HISTORY_COLUMNS:
-            history.add_column(column, key=column)
+        if self.host.read_only:  # refused with a notice, but not offered in the footer
+            # new lists: this screen's map shares them with the class's (a shallow copy)
+            table = self._bindings.key_to_bindings
+            for key, bindings in list(table.items()):
+                table[key] = [
+                    replace(b, show=False) if b.action in MUTATING else b for b in bindings
+                ]
+        self.query_one("#jobs", PaneTable).border_title = "1 Jobs"
+        self.query_one("#history", PaneTable).border_title = "3 Run history"
         self.query_one(HoldersView).border_title = "2 Lock holders"
-        self.query_one("#log", RichLog).border_title = "Log: output and alerts (o)"
-        jobs.focus()
+        self.query_one(HoldersView).set_class(self.host.monochrome, "-monochrome")
+        self.query_one("#log", RichLog).border_title = "Log: output and alerts (o hides)"
+        self.query_one("#jobs").focus()
+        self.query_one("#header", Static).update(
+            header_text(self.host.facade.config, self.host.instance_name())
+        )
         self.show_status()
         self.host.start_refreshing()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self.share_heights)
+
+    def share_heights(self) -> None:
+        """Give each pane the height its rows need (an empty one collapses to its title)."""
+        panes = self.query_one("#panes")
+        total = panes.size.height
+        if total <= 0:
+            return
+        counts = {
+            "jobs": self.query_one("#jobs", PaneTable).row_count,
+            "holders": len(self.query_one(HoldersView).model.rows),
+            "history": self.query_one("#history", PaneTable).row_count,
+        }
+        for name, height in share(total, counts, self.maximised).items():
+            widget = self.query_one(f"#{name}")
+            if widget.styles.height is None or widget.styles.height.value != height:
+                widget.styles.height = height
+            widget.set_class(height <= 1, "-collapsed")
 
     # --- what is allowed ---------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # a mutation in --read-only mode: hidden from the footer and the palette, key inert
-        return not (action in MUTATING and self.host.read_only)
+        # every key works; a mutation in --read-only mode is refused with a notice
+        return True
 
-    def _refused(self, what: str) -> bool:
+    def refused(self, what: str) -> bool:
         if self.host.read_only:
             self.notify(f"{what} refused: the console is in --read-only mode", severity="warning")
             return True
@@ -105,7 +145,9 @@ class DashboardScreen(Screen[None]):
         now = host.clock()
         view = self.query_one(HoldersView)
         view.show(
-            rows if rows is not None else layout(snap.holders, host.group_by, host.text_filter)
+            rows
+            if rows is not None
+            else layout(snap.holders, host.group_by, host.text_filter, host.holder_sort)
         )
         model = view.model
         shown = model.shown
@@ -116,12 +158,43 @@ class DashboardScreen(Screen[None]):
         _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
         if view.border_subtitle != (by := f"by {host.group_by} (g)"):
             view.border_subtitle = by
-        sync_table(self.query_one("#jobs", DataTable), self._paint(job_rows(snap, now)))
-        history, self._runs_of = history_rows(snap, now, host.text_filter)
-        table = self.query_one("#history", DataTable)
-        sync_table(table, self._paint(history))
+        self.show_ages()
+        history, self.runs_of = history_rows(
+            snap,
+            now,
+            host.text_filter,
+            zone=host.zone,
+            configured=job_names(getattr(host.facade, "config", None)),
+        )
+        table = self.query_one("#history", PaneTable)
+        sync_table(
+            table,
+            self._paint(sorted_rows(history, table.sort_by)),
+            follow_first=table.sort_by is None,
+        )
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+        self.share_heights()
+
+    def show_ages(self) -> None:
+        """Repaint what counts on with the clock: the jobs pane (LAST, NEXT, unknown's age)
+        and the holders' ages; the status line is show_status()."""
+        host = self.host
+        snap = host.snapshot
+        if snap is None:
+            return
+        stale = Staleness(
+            {name: host.last_good.get(name) for name in host.errors},
+            ledger_names(getattr(host.facade, "config", None)),
+        )
+        now = host.clock()
+        jobs = self.query_one("#jobs", PaneTable)
+        rows = job_rows(snap, now, zone=host.zone, stale=stale)
+        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by)))
+        second = int(now.timestamp())
+        if second != self._ages_second:  # the holders' ages read another second: repaint
+            self._ages_second = second
+            self.query_one(HoldersView).refresh()
 
     def _paint(self, rows: list[Any]) -> list[Any]:
         """Table rows as they go on screen: without colour under NO_COLOR."""
@@ -147,6 +220,7 @@ class DashboardScreen(Screen[None]):
             read_only=host.read_only,
             busy=busy,
             alerts=len(snap.alerts) if snap else 0,
+            zone=zone_label(host.zone),
         )
         if host.monochrome:
             text = nocolor.without_colour(text)
@@ -159,33 +233,57 @@ class DashboardScreen(Screen[None]):
             good = [host.last_good[n] for n in host.errors if n in host.last_good]
             if "refresh" in host.errors and snap is not None:
                 good = [snap.taken_at]
-            shown = banner_text(host.errors, min(good) if good else None, now)
-            banner.update(nocolor.without_colour(shown) if host.monochrome else shown)
+            shown = banner_text(host.errors, min(good) if good else None, now, host.zone)
+            shown = nocolor.without_colour(shown) if host.monochrome else shown
+            if shown != self._shown_banner:  # its age ticks: repaint only what changed
+                self._shown_banner = shown
+                banner.update(shown)
         degraded = bool(host.errors)
         if banner.has_class("-shown") != degraded:  # the last good data stays, dimmed
             banner.set_class(degraded, "-shown")
             self.query_one("#panes").set_class(degraded, "-degraded")
             self.query_one(HoldersView).dimmed = degraded
-
-    # --- selection ---------------------------------------------------------------------
-
-    def _selected_job(self) -> str | None:
-        """The job of the focused pane's selected row (the jobs pane when none applies)."""
-        focused = self.focused
-        if focused is not None and focused.id == "holders":
-            holder = self.query_one(HoldersView).selected_holder
-            if holder is not None and holder.job:
-                return holder.job
-        if focused is not None and focused.id == "history":
-            key = selected_key(self.query_one("#history", DataTable))
-            if key in self._runs_of:
-                return self._runs_of[key][0].job
-        return selected_key(self.query_one("#jobs", DataTable))
+            self.call_after_refresh(self.share_heights)
 
     # --- navigation and view -----------------------------------------------------------
 
+    def focused_pane(self) -> str:
+        focused = self.focused
+        return focused.id if focused is not None and focused.id in PANES else "jobs"
+
     def action_focus_pane(self, name: str) -> None:
+        if self.maximised is not None and self.maximised != name:
+            self.maximised = name  # the maximised view follows the focus
+            self.share_heights()
         self.query_one(f"#{name}").focus()
+
+    def action_maximise(self) -> None:
+        pane = self.focused_pane()
+        self.maximised = None if self.maximised == pane else pane
+        self.query_one(f"#{pane}").focus()
+        self.share_heights()
+
+    def action_sort(self, step: int) -> None:
+        """Sort the focused pane by the next (or previous) column; past the ends: unsorted."""
+        pane = self.focused_pane()
+        host = self.host
+        if pane == "holders":
+            names = COLUMNS[host.group_by]
+            at = names.index(host.holder_sort[0]) if host.holder_sort else -1
+            at += step
+            if at < -1:
+                at = len(names) - 1
+            host.holder_sort = (names[at], False) if 0 <= at < len(names) else None
+            label = host.holder_sort[0] if host.holder_sort else None
+        else:
+            table = self.query_one(f"#{pane}", PaneTable)
+            at = (table.sort_by[0] if table.sort_by else -1) + step
+            if at < -1:
+                at = len(table.names) - 1
+            table.set_sort((at, False) if 0 <= at < len(table.names) else None)
+            label = table.names[at] if table.sort_by else None
+        self.notify(f"{pane} sorted by {label}" if label else f"{pane}: natural order", timeout=2)
+        self.show_data()
 
     def action_refresh(self) -> None:
         self.host.refresh_now()
@@ -196,6 +294,8 @@ class DashboardScreen(Screen[None]):
     def action_group(self) -> None:
         host = self.host
         host.group_by = "session" if host.group_by == "job" else "job"
+        if host.holder_sort and host.holder_sort[0] not in COLUMNS[host.group_by]:
+            host.holder_sort = None
         self.show_data()
 
     def action_filter(self) -> None:
@@ -204,11 +304,18 @@ class DashboardScreen(Screen[None]):
         box.focus()
 
     def action_close_filter(self) -> None:
+        """Escape on the dashboard: close the filter, else the log, else the maximised pane."""
         box = self.query_one("#filter", Input)
+        log = self.query_one("#log", RichLog)
         if box.has_class("-shown"):
             box.value = ""
             box.remove_class("-shown")
             self.query_one(HoldersView).focus()
+        elif log.has_class("-shown"):
+            log.remove_class("-shown")
+        elif self.maximised is not None:
+            self.maximised = None
+            self.share_heights()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "filter":
@@ -227,90 +334,37 @@ class DashboardScreen(Screen[None]):
     def action_toggle_log(self) -> None:
         self.query_one("#log", RichLog).toggle_class("-shown")
 
-    # --- screens -----------------------------------------------------------------------
-
-    def action_duplicates(self) -> None:
-        job = self._selected_job()
-        if job is None:
-            self.notify("Select a job first", severity="warning")
-            return
-        found = self.host.facade.config.jobs.get(job)
-        if found is None or found.idempotency is None:
-            self.notify(
-                f"{job} has no [jobs.{job}.idempotency] table to inspect", severity="warning"
-            )
-            return
-        from lockconsole.tui.screens.duplicates import DuplicatesScreen
-
-        self.app.push_screen(DuplicatesScreen(self.host.facade, job))
-
-    def action_run_detail(self) -> None:
-        key = selected_key(self.query_one("#history", DataTable))
-        if key is None or key not in self._runs_of:
-            self.notify("Select a run in the history pane (3)", severity="warning")
-            return
-        from lockconsole.tui.screens.run_detail import RunDetailScreen
-
-        run, slot_runs = self._runs_of[key]
-        self.app.push_screen(RunDetailScreen(run, list(slot_runs)))
+    # --- selection: describe, screens and mutations (dashboard_actions.py) ----------------
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.data_table.id == "history":
-            self.action_run_detail()
-        elif event.data_table.id == "jobs":
-            self.action_timeline()
+        self.selection.describe(event.data_table.id)
+
+    def action_describe(self) -> None:
+        self.selection.describe(self.focused_pane())
+
+    def action_duplicates(self) -> None:
+        self.selection.duplicates()
 
     def action_timeline(self) -> None:
-        job = self._selected_job()
-        snapshot = self.host.snapshot
-        if job is None or snapshot is None:
-            self.notify("No data yet" if job else "Select a job first", severity="warning")
-            return
-        from lockconsole.tui.screens.timeline import TimelineScreen
+        self.selection.timeline()
 
-        self.app.push_screen(TimelineScreen(snapshot, job, now=self.host.clock()))
+    def action_audit(self) -> None:
+        from lockconsole.tui.screens.audit import AuditScreen
 
-    # --- mutations: asked here, run by the app's workers --------------------------------
-
-    def action_trigger(self) -> None:
-        if self._refused("trigger"):
-            return
-        job = self._selected_job()
-        if job is None:
-            self.notify("Select a job first", severity="warning")
-            return
-        if any(w.group == "trigger" and w.is_running for w in self.app.workers):
-            self.notify("A trigger is still running; wait for it", severity="warning")
-            return
-        from lockconsole.tui.screens.confirm import ConfirmModal
-
-        spec = self.host.facade.config.jobs.get(job)
-        what = " ".join(spec.command) if spec is not None and spec.command else "its callable"
-        body = (
-            f"Run {job} here now under its lock ({what}). If another instance holds the "
-            f"lock, the run is skipped and nothing else happens."
+        self.app.push_screen(
+            AuditScreen(self.host.facade, now=self.host.clock, zone=self.host.zone)
         )
 
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.host.start_trigger(job)
+    def action_trigger(self) -> None:
+        if not self.refused("trigger"):
+            self.selection.trigger()
 
-        self.app.push_screen(ConfirmModal(f"Trigger {job}?", body), confirmed)
+    def action_pause_job(self) -> None:
+        self.selection.pause_job()
 
     def action_release(self) -> None:
-        if self._refused("force-release"):
-            return
-        holder = self.query_one(HoldersView).selected_holder
-        if holder is None:
-            self.notify("Select a lock holder in pane 2 first", severity="warning")
-            return
-        from lockconsole.tui.screens.confirm import ReleaseModal
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.host.start_release(holder)
-
-        self.app.push_screen(ReleaseModal(holder), confirmed)
+        if not self.refused("force-release"):
+            self.selection.release()
 
 
 def _title(widget: Widget, title: str) -> None:

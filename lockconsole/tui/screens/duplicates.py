@@ -12,7 +12,8 @@ back. Every call goes through the console facade; nothing here knows SQL.
 from __future__ import annotations
 
 import os
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -25,6 +26,12 @@ from textual.worker import Worker, WorkerState
 
 from lockconsole.config.urls import redact
 from lockconsole.text.safe import data_text, printable_lines, shown
+from lockconsole.text.times import stamp
+
+if TYPE_CHECKING:
+    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.model.views import DuplicateGroup
 
 PAGE_SIZE = 50
 WHAT_FAILED = {
@@ -39,7 +46,10 @@ CELL_WIDTH = 64  # terminal cells of a key or value at most ('…' when cut)
 
 
 def _cell(value: object) -> Text:
-    """A table value as data: never markup, controls escaped, at most CELL_WIDTH cells."""
+    """A table value as data: never markup, controls escaped, at most CELL_WIDTH cells; a
+    timestamp in the one time format (UTC, milliseconds when it has them)."""
+    if isinstance(value, datetime):
+        value = stamp(value, ms=bool(value.microsecond), zone=value.tzinfo is not None)
     return data_text("NULL" if value is None else value, limit=CELL_WIDTH)
 
 
@@ -71,9 +81,9 @@ class DuplicatesScreen(Screen[None]):
     ]
 
     class SummaryLoaded(Message):
-        def __init__(self, summary: Any) -> None:
+        def __init__(self, summary: DuplicateSummary) -> None:
             super().__init__()
-            self.summary = summary  # duplicates.DuplicateSummary (frozen)
+            self.summary = summary
 
     class DdlLoaded(Message):
         def __init__(self, ddl: str) -> None:
@@ -81,10 +91,10 @@ class DuplicatesScreen(Screen[None]):
             self.ddl = ddl
 
     class PageLoaded(Message):
-        def __init__(self, page: int, result: Any) -> None:
+        def __init__(self, page: int, result: DuplicatePage) -> None:
             super().__init__()
             self.page = page
-            self.result = result  # duplicates.DuplicatePage (frozen)
+            self.result = result
 
     class RowsLoaded(Message):
         def __init__(self, key: tuple[object, ...], rows: list[dict[str, Any]]) -> None:
@@ -98,15 +108,15 @@ class DuplicatesScreen(Screen[None]):
             self.path = path
             self.count = count
 
-    def __init__(self, console: Any, job: str, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, console: ConsoleFacade, job: str, *, page_size: int = PAGE_SIZE) -> None:
         super().__init__()
         self.console = console
         self.job = job
         self.page_size = page_size
         self.page = 0
         self.has_more = False
-        self.summary: Any = None
-        self.groups: tuple[Any, ...] = ()
+        self.summary: DuplicateSummary | None = None
+        self.groups: tuple[DuplicateGroup, ...] = ()
         self.key_columns = self._key_columns()
         self.wanted_page = 0  # the newest request wins: a slow, older answer is dropped
         self.wanted_key: tuple[object, ...] | None = None
@@ -115,16 +125,18 @@ class DuplicatesScreen(Screen[None]):
         """The key column names from the configuration, for the table headings."""
         try:
             spec = self.console.config.job(self.job).idempotency
-            return tuple(spec.key)
         except Exception:
             return ()
+        return tuple(spec.key) if spec is not None else ()
 
     def _table_label(self) -> str:
         try:
             spec = self.console.config.job(self.job).idempotency
-            return f"{spec.table}({', '.join(spec.key)})"
         except Exception:
             return "its idempotency table"
+        if spec is None:
+            return "its idempotency table"
+        return f"{spec.table}({', '.join(spec.key)})"
 
     def compose(self) -> ComposeResult:
         yield Static(
@@ -303,6 +315,24 @@ class DuplicatesScreen(Screen[None]):
         event.stop()
         target = event.value.strip() or f"{self.job}-duplicates.csv"
         self._hide_export()
+        if not os.path.exists(target):
+            self._start_export(target)
+            return
+        from lockconsole.tui.screens.confirm import ConfirmModal
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._start_export(target)
+            else:
+                self.notify(shown(f"Not exported: {target} is kept as it was"), markup=False)
+
+        where = os.path.abspath(target)
+        self.app.push_screen(
+            ConfirmModal(f"Overwrite {where}?", f"{where} exists. Replace it with the export?"),
+            confirmed,
+        )
+
+    def _start_export(self, target: str) -> None:
         self.notify(shown(f"Exporting duplicate rows to {target}…"), title="Export", markup=False)
         self.export(target)
 

@@ -1,11 +1,14 @@
 """One run of the ledger in full, with the other attempts of the same slot.
 
-RunDetailScreen(run, slot_runs)   a modal; Escape / q closes
+RunDetailScreen(run, slot_runs, zone, output)   a modal; Escape closes (q quits, as everywhere);
+                                        `output` reads the run's kept output tail, shown below
 """
 
 from __future__ import annotations
 
-from datetime import UTC
+from collections.abc import Callable
+from datetime import tzinfo
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +22,10 @@ from lockconsole.config.urls import redact
 from lockconsole.model.jobs import Run
 from lockconsole.text import times
 from lockconsole.text.safe import clean, data_text, printable_lines, shown
+from lockconsole.tui.widgets.run_output import RunOutputView
+
+if TYPE_CHECKING:
+    from lockconsole.backends.ledger.outputs import RunOutput
 
 OUTCOME_STYLES = {
     "succeeded": "#4cb050",
@@ -29,20 +36,26 @@ OUTCOME_STYLES = {
 }
 
 
-def run_fields(run: Run) -> Table:
-    """Every field of the run as a two-column grid."""
+def run_fields(run: Run, zone: tzinfo | None = None) -> Table:
+    """Every field of the run as a two-column grid (times in `zone`, named in the title)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
     duration = times.took(run.finished_at - run.started_at) if run.finished_at else "still running"
     lock = " · ".join(x for x in (run.strategy, run.lock_key and f"key {run.lock_key}") if x)
+    trigger = f"{run.trigger} by {run.actor}" if run.actor else run.trigger
     rows: list[tuple[str, object]] = [
-        ("slot", times.stamp(run.slot)),
-        ("run", f"#{run.id} · {run.trigger}" if run.id is not None else run.trigger),
+        ("slot", times.stamp(run.slot, zone=False, tz=zone)),
+        ("run", f"#{run.id} · {trigger}" if run.id is not None else trigger),
         ("instance", f"{run.instance} (host {run.host}, pid {run.pid})"),
         ("outcome", Text(run.outcome, style=OUTCOME_STYLES.get(run.outcome, ""))),
-        ("started", times.stamp(run.started_at, ms=True)),
-        ("finished", times.stamp(run.finished_at, ms=True) if run.finished_at else "— (running)"),
+        ("started", times.stamp(run.started_at, ms=True, zone=False, tz=zone)),
+        (
+            "finished",
+            times.stamp(run.finished_at, ms=True, zone=False, tz=zone)
+            if run.finished_at
+            else "— (running)",
+        ),
         ("duration", duration),
         ("exit code", run.exit_code),
         ("message", run.message),
@@ -61,7 +74,7 @@ def run_fields(run: Run) -> Table:
     return grid
 
 
-def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
+def slot_attempts(run: Run, slot_runs: list[Run], zone: tzinfo | None = None) -> Table:
     """Every attempt of the slot in start order, this run marked."""
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
     for name in ("", "instance", "outcome", "started", "took"):
@@ -72,7 +85,7 @@ def slot_attempts(run: Run, slot_runs: list[Run]) -> Table:
             "▶" if other == run else "",
             data_text(other.instance, limit=40),
             Text(other.outcome, style=OUTCOME_STYLES.get(other.outcome, "")),
-            other.started_at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
+            times.stamp(other.started_at, ms=True, zone=False, tz=zone)[11:],  # clock, to the ms
             took,
         )
     return table
@@ -94,21 +107,31 @@ class RunDetailScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="run_detail_close"),
-        Binding("q", "close", "Close", show=False, id="run_detail_close_q"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
-    def __init__(self, run: Run, slot_runs: list[Run]) -> None:
+    def __init__(
+        self,
+        run: Run,
+        slot_runs: list[Run],
+        zone: tzinfo | None = None,
+        output: Callable[[int], RunOutput | None] | None = None,
+    ) -> None:
         super().__init__()
         self.run = run
+        self.zone = zone
         self.slot_runs = list(slot_runs) or [run]
+        self.output = output  # reads the run's kept output (None: not shown)
 
     def compose(self) -> ComposeResult:
         run = self.run
         with Vertical(id="dialog"):
-            title = f"Run of {run.job} on {run.instance} · slot {times.stamp(run.slot)}"
+            slot = times.stamp(run.slot, tz=self.zone)  # the zone named once, here
+            title = f"Run of {run.job} on {run.instance} · slot {slot}"
             yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="body"):
-                yield Static(run_fields(run), id="fields")
+                yield Static(run_fields(run, self.zone), id="fields")
                 got = sum(r.outcome != "skipped" for r in self.slot_runs)
                 note = f" · {got} got the lock" if got > 1 else ""
                 yield Static(
@@ -116,7 +139,9 @@ class RunDetailScreen(ModalScreen[None]):
                     classes="heading",
                     markup=False,
                 )
-                yield Static(slot_attempts(run, self.slot_runs), id="attempts")
+                yield Static(slot_attempts(run, self.slot_runs, self.zone), id="attempts")
+                if self.output is not None and run.id is not None:
+                    yield RunOutputView(self.output, run.id)
         yield Footer()
 
     def on_mount(self) -> None:

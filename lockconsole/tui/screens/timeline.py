@@ -7,14 +7,15 @@ running one reaches `now`) on a time axis shared by every slot (offset from the 
 scaled to the screen's width; a skipped attempt is a small mark. When more than one instance
 got the lock in a slot (a double run) its bars are red; lock_lost and failed have their own
 colours. Up/down move between slots, left/right between the runs of a slot, Enter opens the
-run, Escape goes back. It opens on the newest double-run slot when there is one.
+run, Escape goes back. It opens on the newest slot and redraws with every refresh of the
+dashboard (show_snapshot), keeping the slot selected.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
@@ -42,6 +43,15 @@ STYLES = {
     "lock_lost": "#c18cff",
     "failed": "#ffa040",
     "skipped": "#8a8a8a",
+}
+# a glyph per state, so the lanes read without colour (NO_COLOR) too
+GLYPHS = {
+    "double": "▓",
+    "succeeded": "█",
+    "acquired": "▒",
+    "lock_lost": "░",
+    "failed": "╳",
+    "skipped": "│",
 }
 LABELS = {"succeeded": "ok", "acquired": "running", "lock_lost": "lock lost"}
 STATUS = {
@@ -132,10 +142,13 @@ class SlotBlock(Widget):
         self.status = status
         self.styles.height = 1 + len(screen.instances)
 
-    def _style(self, run: Run) -> str:
+    def _kind(self, run: Run) -> str:
         if self.status == "double_run" and run.outcome in GOT_LOCK:
-            return STYLES["double"]
-        return STYLES.get(run.outcome, "")
+            return "double"
+        return run.outcome
+
+    def _style(self, run: Run) -> str:
+        return STYLES.get(self._kind(run), "")
 
     def heading(self) -> Text:
         selected = self.has_class("-selected")
@@ -143,7 +156,7 @@ class SlotBlock(Widget):
         skipped = sum(r.outcome == "skipped" for r in self.runs)
         label, style = STATUS.get(self.status, (self.status, ""))
         text = Text.assemble(("▶ " if selected else "  ", "bold"))
-        text.append(times.stamp(self.slot, seconds=False), style="bold" if selected else "")
+        text.append(times.stamp(self.slot, tz=self.owner.zone), style="bold" if selected else "")
         text.append("  ")
         text.append(label, style=style)
         if self.status == "double_run":
@@ -165,11 +178,12 @@ class SlotBlock(Widget):
         for run in mine:
             start = g.column(run.started_at - self.slot, bar)
             if run.outcome == "skipped":
-                cells[start] = ("│", STYLES["skipped"])
+                cells[start] = (GLYPHS["skipped"], STYLES["skipped"])
                 continue
             end = g.end_column((run.finished_at or now) - self.slot, bar)
+            glyph = GLYPHS.get(self._kind(run), "█")
             for col in range(start, max(end, start + 1)):
-                cells[col] = ("█", self._style(run))
+                cells[col] = (glyph, self._style(run))
         chosen = self.owner.selected_run() if self.has_class("-selected") else None
         is_chosen = chosen is not None and chosen.instance == instance
         text = Text(" ")
@@ -214,16 +228,30 @@ class TimelineScreen(Screen[None]):
     ]
 
     def __init__(
-        self, snapshot: Snapshot, job: str, *, now: datetime, slot: datetime | None = None
+        self,
+        snapshot: Snapshot,
+        job: str,
+        *,
+        now: datetime,
+        slot: datetime | None = None,
+        zone: tzinfo | None = None,
     ) -> None:
         super().__init__()
         self.job = job
+        self.zone = zone
+        self._load(snapshot, now)
+        wanted = self.slots.index(slot) if slot in self.slots else None
+        self.selected = wanted if wanted is not None else 0  # the newest slot
+        self.run_index = self._first_run(self.selected)
+
+    def _load(self, snapshot: Snapshot, now: datetime) -> None:
+        """The slots, runs, lanes and axis of `snapshot` at `now`."""
         self.now = now
-        runs = [r for r in snapshot.runs if r.job == job]
+        runs = [r for r in snapshot.runs if r.job == self.job]
         by_slot: dict[datetime, list[Run]] = defaultdict(list)
         for run in runs:
             by_slot[run.slot].append(run)
-        reports = {r.slot: r.status for r in snapshot.slots if r.job == job}
+        reports = {r.slot: r.status for r in snapshot.slots if r.job == self.job}
         self.slots = sorted(set(by_slot) | set(reports), reverse=True)[:MAX_SLOTS]
         self.slot_runs = {
             s: sorted(by_slot.get(s, []), key=lambda r: (r.started_at, r.id or 0))
@@ -234,10 +262,17 @@ class TimelineScreen(Screen[None]):
         ends = [(r.finished_at or now) - s for s in self.slots for r in self.slot_runs[s]]
         span = max([60.0, *(e.total_seconds() for e in ends)])
         self.geometry = Layout(self.instances, span)
-        doubles = [i for i, s in enumerate(self.slots) if self.status[s] == "double_run"]
-        wanted = self.slots.index(slot) if slot in self.slots else None
-        self.selected = wanted if wanted is not None else (doubles[0] if doubles else 0)
-        self.run_index = self._first_run(self.selected)
+
+    async def show_snapshot(self, snapshot: Snapshot, now: datetime) -> None:
+        """Redraw from a newer snapshot (the dashboard's refresh), keeping the selected slot."""
+        before = self.slots[self.selected] if self.slots else None
+        run = self.selected_run()
+        self._load(snapshot, now)
+        self.selected = self.slots.index(before) if before in self.slots else 0
+        runs = self.slot_runs[self.slots[self.selected]] if self.slots else []
+        self.run_index = runs.index(run) if run in runs else self._first_run(self.selected)
+        await self.recompose()
+        self._select(self.selected, self.run_index)
 
     def _first_run(self, index: int) -> int:
         runs = self.slot_runs[self.slots[index]] if self.slots else []
@@ -252,7 +287,7 @@ class TimelineScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         count = f"{len(self.slots)} slot" + ("" if len(self.slots) == 1 else "s")
         yield Static(
-            shown(f"Timeline · {self.job} · {count} · now {times.stamp(self.now)}"),
+            shown(f"Timeline · {self.job} · {count} · now {times.stamp(self.now, tz=self.zone)}"),
             id="tl-title",
             markup=False,
         )
@@ -282,18 +317,20 @@ class TimelineScreen(Screen[None]):
         for i, block in enumerate(blocks):
             block.set_class(i == index, "-selected")
             block.refresh()
-        self.query_one("#tl-lanes", VerticalScroll).scroll_to_widget(blocks[index], animate=False)
+        lanes = self.query_one("#tl-lanes", VerticalScroll)
+        # after the next layout: before it, the blocks have no place to scroll to
+        self.call_after_refresh(lanes.scroll_to_widget, blocks[index], animate=False)
         self.query_one("#tl-detail", Static).update(self._detail())
 
     def _detail(self) -> Text:
         run = self.selected_run()
         if run is None:
             return Text("no attempt in this slot", style="dim")
-        end = run.finished_at.strftime("%H:%M:%S") if run.finished_at else "now"
+        end = times.clock(run.finished_at, self.now, self.zone) if run.finished_at else "now"
         took = times.took((run.finished_at or self.now) - run.started_at)
         text = Text(f"{run.instance} ", style="bold")
         text.append(LABELS.get(run.outcome, run.outcome), style=STYLES.get(run.outcome, ""))
-        text.append(f" · {run.started_at.strftime('%H:%M:%S')}–{end} ({took})")
+        text.append(f" · {times.clock(run.started_at, self.now, self.zone)}–{end} ({took})")
         if run.exit_code is not None:
             text.append(f" · exit {run.exit_code}")
         if run.message:
@@ -313,7 +350,8 @@ class TimelineScreen(Screen[None]):
     def action_open_run(self) -> None:
         run = self.selected_run()
         if run is not None:
-            self.app.push_screen(RunDetailScreen(run, self.slot_runs[self.slots[self.selected]]))
+            runs = self.slot_runs[self.slots[self.selected]]
+            self.app.push_screen(RunDetailScreen(run, runs, self.zone))
 
     def action_back(self) -> None:
         self.dismiss(None)
@@ -337,7 +375,4 @@ def legend() -> Text:
         ("failed", "failed"),
         ("skipped", "skipped"),
     )
-    return Text("  ").join(
-        Text.assemble(("│" if k == "skipped" else "█", STYLES[k]), " " + label)
-        for label, k in marks
-    )
+    return Text("  ").join(Text.assemble((GLYPHS[k], STYLES[k]), " " + label) for label, k in marks)

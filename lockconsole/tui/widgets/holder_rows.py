@@ -8,7 +8,7 @@ the refresh worker, so the UI thread only swaps the result in and paints the vis
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -21,23 +21,28 @@ Flag = Literal["header", "held", "waiting", "stale", "unmapped"]
 
 # Every cell a row has, in this order; the view shows the columns of its grouping (the
 # group header already names the job, or the session) and fills the age at paint time.
-FIELDS = ("STATE", "JOB", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE")
-WIDTHS = {
-    "STATE": 7,
-    "JOB": 18,
-    "KEY": 14,
-    "FOR": 5,
-    "PID": 7,
-    "WHO": 18,
-    "NOTE": 64,
-    "DATABASE": 10,
+FIELDS = ("STATE", "JOB", "KEY", "PID", "FOR", "WHO", "NOTE", "DATABASE")
+# The widest each column may grow to (terminal cells; a longer cell ends in '…'): a column is
+# as wide as its widest cell on every refresh, at least its heading, at most this.
+MAX_WIDTHS = {
+    "STATE": 10,
+    "JOB": 28,
+    "KEY": 28,
+    "PID": 10,
+    "FOR": 7,
+    "WHO": 32,
+    "NOTE": 160,
+    "DATABASE": 16,
 }
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "job": ("STATE", "KEY", "FOR", "PID", "WHO", "NOTE", "DATABASE"),
+    "job": ("STATE", "KEY", "PID", "FOR", "WHO", "NOTE", "DATABASE"),
     "session": ("STATE", "JOB", "KEY", "FOR", "NOTE", "DATABASE"),
 }
+# The identifying columns: they stay in place when the view scrolls sideways.
+FIXED = {"job": 3, "session": 3}
 AGE_FIELD = FIELDS.index("FOR")
 UNMAPPED = "(unmapped)"
+SortBy = tuple[str, bool] | None  # (field, descending), or the natural order
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class HolderRows:
     index: Mapping[tuple[object, ...], int] = field(default_factory=dict)
     group_by: GroupBy = "job"
     text_filter: str = ""
+    widths: Mapping[str, int] = field(default_factory=dict)  # field -> cells, from the data
+    sort: SortBy = None
     total: int = 0  # holders before filtering
     shown: int = 0  # holders after filtering
     waiting: int = 0
@@ -96,7 +103,8 @@ def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> str:
     if h.job is None:
         parts.append("UNMAPPED key: no configured job")
     if h.lock_until is not None:
-        parts.append(f"lease until {h.lock_until:%H:%M:%S}")
+        what = "TTL until" if h.kind == "redis" else "lease until"
+        parts.append(f"{what} {h.lock_until:%H:%M:%S}")
     if h.hidden:
         parts.append(h.hidden)
     return "; ".join(parts)
@@ -104,15 +112,15 @@ def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> str:
 
 def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> HolderRow:
     flag = _flag(h)
-    state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? held", "held": "● held"}
-    pid = str(h.pid) if h.pid is not None else "lease"
+    state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? UNMAPPED", "held": "● held"}
+    pid = str(h.pid) if h.pid is not None else ("redis" if h.kind == "redis" else "lease")
     # every cell is data: passwords masked, control characters shown as escapes
     cells = (
         state[flag],
         shown(h.job or UNMAPPED),
         shown(h.key),
-        "",
         pid,
+        "",
         shown(_who(h)),
         shown(_note(h, blocks)),
         shown(h.database),
@@ -126,7 +134,7 @@ def _group_of(h: Holder, group_by: GroupBy) -> tuple[str, ...]:
         return (h.job or "\uffff",)  # unmapped keys last
     if h.pid is not None:
         return (h.database, f"{h.pid:>12}")
-    return (h.database, f"lease {h.locked_by or '?'}")
+    return (h.database, f"{h.kind} {h.locked_by or '?'}")
 
 
 def _header(group: tuple[str, ...], members: list[HolderRow], group_by: GroupBy) -> HolderRow:
@@ -140,7 +148,7 @@ def _header(group: tuple[str, ...], members: list[HolderRow], group_by: GroupBy)
         first = members[0].holder
         assert first is not None
         who = first.application_name or first.instance or first.locked_by or "?"
-        where = f"pid {first.pid}" if first.pid is not None else "lease"
+        where = f"pid {first.pid}" if first.pid is not None else first.kind
         title = f"▼ {first.database} {where} {who} — {counts}"
     return HolderRow(("g", group_by, *group), "header", (shown(title),))
 
@@ -149,8 +157,44 @@ def _matches(row: HolderRow, needle: str) -> bool:
     return any(needle in cell.lower() for cell in row.cells)
 
 
+def _order(sort: SortBy) -> Callable[[HolderRow], tuple[object, ...]]:
+    """How the holders of a group are ordered: granted first, then by database, key and pid;
+    or by one column (the age by its start, a pid by its number)."""
+    if sort is None:
+        return lambda r: (r.flag == "waiting", r.cells[7], r.cells[2], r.cells[3])
+    column = FIELDS.index(sort[0])
+    if sort[0] == "FOR":  # the longest held first when ascending by age
+        return lambda r: (r.since is None, r.since.timestamp() if r.since else 0.0)
+    if sort[0] == "PID":
+
+        def by_pid(r: HolderRow) -> tuple[object, ...]:
+            pid = r.cells[column]
+            return (not pid.isdigit(), int(pid) if pid.isdigit() else 0, pid)
+
+        return by_pid
+    return lambda r: (r.cells[column].lower(),)
+
+
+def _widths(rows: Iterable[HolderRow]) -> dict[str, int]:
+    """Each column as wide as its widest cell (at least its heading, at most MAX_WIDTHS)."""
+    from rich.cells import cell_len
+
+    widths = {name: len(name) for name in FIELDS}
+    widths["FOR"] = MAX_WIDTHS["FOR"]  # painted later: room for any age
+    for row in rows:
+        if row.flag == "header":
+            continue
+        for name, cell in zip(FIELDS, row.cells, strict=False):
+            if name != "FOR":
+                widths[name] = max(widths[name], cell_len(cell))
+    return {name: min(width, MAX_WIDTHS[name]) for name, width in widths.items()}
+
+
 def layout(
-    holders: Iterable[Holder], group_by: GroupBy = "job", text_filter: str = ""
+    holders: Iterable[Holder],
+    group_by: GroupBy = "job",
+    text_filter: str = "",
+    sort: SortBy = None,
 ) -> HolderRows:
     """Rows for the holders view: a header per group, then its holders (granted first)."""
     holders = tuple(holders)
@@ -170,7 +214,7 @@ def layout(
     index: dict[tuple[object, ...], int] = {}
     for group in sorted(groups):
         members = groups[group]
-        members.sort(key=lambda r: (r.flag == "waiting", r.cells[7], r.cells[2], r.cells[4]))
+        members.sort(key=_order(sort), reverse=bool(sort and sort[1]))
         for row in (_header(group, members, group_by), *members):
             key = row.key
             while key in index:  # the same holder listed twice: keep both rows addressable
@@ -186,6 +230,8 @@ def layout(
         index=index,
         group_by=group_by,
         text_filter=text_filter,
+        widths=_widths(rows),
+        sort=sort,
         total=len(holders),
         shown=sum(len(m) for m in groups.values()),
         waiting=sum(not h.granted for h in holders),

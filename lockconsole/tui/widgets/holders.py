@@ -7,7 +7,7 @@ number of holders. The stock DataTable takes seconds to load 10,000 rows; this d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from rich.segment import Segment
@@ -26,19 +26,37 @@ from lockconsole.tui.widgets.holder_rows import (
     AGE_FIELD,
     COLUMNS,
     FIELDS,
-    WIDTHS,
+    FIXED,
+    MAX_WIDTHS,
+    GroupBy,
     HolderRow,
     HolderRows,
+    SortBy,
 )
 
 
 class Columns:
-    """The columns one grouping shows: which cells, how wide, and the header line."""
+    """The columns one grouping shows: which cells, how wide (from the data), the header line
+    (the sorted column marked ▲ or ▼), and how many cells on the left stay when scrolling."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.picks = tuple((FIELDS.index(n), WIDTHS[n]) for n in names)
-        self.width = sum(WIDTHS[n] for n in names) + len(names)
-        self.header = self.line(FIELDS)
+    def __init__(
+        self,
+        group_by: GroupBy,
+        widths: Mapping[str, int] | None = None,
+        sort: SortBy = None,
+    ) -> None:
+        names = COLUMNS[group_by]
+        sizes = {n: len(n) for n in FIELDS} | dict(widths or MAX_WIDTHS)
+        if sort is not None and sort[0] in names:
+            sizes[sort[0]] = max(sizes[sort[0]], len(sort[0]) + 2)
+        self.names = names
+        self.picks = tuple((FIELDS.index(n), sizes[n]) for n in names)
+        self.width = sum(w for _, w in self.picks) + len(names)
+        self.fixed_width = sum(w + 1 for _, w in self.picks[: FIXED[group_by]])
+        marks = {n: n for n in FIELDS}
+        if sort is not None:
+            marks[sort[0]] = f"{sort[0]} {'▼' if sort[1] else '▲'}"
+        self.header = self.line(tuple(marks[n] for n in FIELDS))
 
     def line(self, cells: tuple[str, ...]) -> str:
         """One line of exactly `width` cells: each cell cut ('…') or padded by terminal cells,
@@ -46,9 +64,6 @@ class Columns:
         if len(cells) == 1:  # a group header
             return pad(cells[0], self.width)
         return " ".join(pad(cells[i], w) for i, w in self.picks) + " "
-
-
-LAYOUTS = {group: Columns(names) for group, names in COLUMNS.items()}
 
 
 class HoldersView(ScrollView, can_focus=True):
@@ -60,7 +75,8 @@ class HoldersView(ScrollView, can_focus=True):
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "jump(0)", "First", show=False),
-        Binding("end", "jump(-1)", "Last", show=False),
+        Binding("end,G", "jump(-1)", "Last", show=False),
+        Binding("enter", "screen.describe", "Describe", show=False),
         Binding("left", "pan(-8)", "Left", show=False),
         Binding("right", "pan(8)", "Right", show=False),
     ]
@@ -80,8 +96,12 @@ class HoldersView(ScrollView, can_focus=True):
                                           color: $block-cursor-foreground; }
     HoldersView:blur > .holders-view--cursor { background: $block-cursor-blurred-background; }
     HoldersView > .holders-view--waiting { color: $warning; }
-    HoldersView > .holders-view--stale { color: $error; text-style: bold; }
-    HoldersView > .holders-view--unmapped { color: $secondary; text-style: italic; }
+    HoldersView > .holders-view--stale { color: $text-error; text-style: bold; }
+    HoldersView > .holders-view--unmapped { color: $text-secondary; text-style: italic; }
+    /* NO_COLOR: the glyph tells the state; the text keeps the full contrast of the theme */
+    HoldersView.-monochrome > .holders-view--waiting { color: $text; text-style: bold; }
+    HoldersView.-monochrome > .holders-view--stale { color: $text; text-style: bold; }
+    HoldersView.-monochrome > .holders-view--unmapped { color: $text; text-style: bold italic; }
     """
 
     cursor = reactive(0, layout=False, repaint=False)
@@ -96,7 +116,7 @@ class HoldersView(ScrollView, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.model = HolderRows()
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.columns = LAYOUTS["job"]
+        self.columns = Columns("job")
         self.virtual_size = Size(self.columns.width, 1)
         self._styles: dict[str, Style] = {}
         self.painted = 0  # lines painted since mount (for measurements)
@@ -111,7 +131,8 @@ class HoldersView(ScrollView, can_focus=True):
         if old.rows and 0 <= self.cursor < len(old.rows):
             kept = model.index.get(old.rows[self.cursor].key)
         self.model = model
-        self.columns = LAYOUTS[model.group_by]
+        if (old.widths, old.group_by, old.sort) != (model.widths, model.group_by, model.sort):
+            self.columns = Columns(model.group_by, model.widths, model.sort)
         self.virtual_size = Size(self.columns.width, len(model.rows) + 1)
         if kept is not None:
             self._move(kept, notify=False)
@@ -119,7 +140,7 @@ class HoldersView(ScrollView, can_focus=True):
             self._move(min(self.cursor, max(0, len(model.rows) - 1)), notify=False)
         if (
             len(model.rows) == len(old.rows)
-            and model.group_by == old.group_by
+            and (old.widths, old.group_by, old.sort) == (model.widths, model.group_by, model.sort)
             and self._unchanged()
         ):
             return  # the same lines would be painted: no repaint (most refreshes change nothing)
@@ -252,5 +273,12 @@ class HoldersView(ScrollView, can_focus=True):
             return Strip.blank(width, self._style(""))
         if name == "empty":
             return Strip([Segment(text.ljust(width), self._style("group"))], width)
-        strip = Strip([Segment(text, self._style(name))], self.columns.width)
-        return strip.crop(scroll_x, scroll_x + width)
+        columns = self.columns
+        strip = Strip([Segment(text, self._style(name))], columns.width)
+        fixed = min(columns.fixed_width, width)
+        if name == "group":  # a group's title does not scroll
+            return strip.crop(0, width)
+        # the identifying columns stay; the rest scrolls sideways behind them
+        left = strip.crop(0, fixed)
+        right = strip.crop(fixed + scroll_x, fixed + scroll_x + width - fixed)
+        return Strip.join([left, right])

@@ -1,9 +1,14 @@
-"""Keyed in-place updates of small DataTables (jobs, history), so cursor and scroll survive.
+"""The small panes' tables (jobs, history) and their keyed in-place updates.
+
+`PaneTable` is a row-cursor DataTable whose Home/End (and G) move the cursor, whose first
+`fixed` columns stay when it scrolls sideways, and whose sorted column is marked in its heading.
 
 `sync_table(table, rows)` compares the table with `rows` ((row key, cells) in display order):
 when the keys and their order are unchanged only the cells that differ are updated
-(`DataTable.update_cell`); otherwise the table is rebuilt with the cursor put back on the
-same row key and the scroll offset kept. Call it inside `app.batch_update()`.
+(`DataTable.update_cell`, the column widths following the data); otherwise the table is
+rebuilt with the cursor put back on the same row key and the scroll offset kept; with
+`follow_first`, a cursor on the first row stays on the first row (the newest run).
+Call it inside `app.batch_update()`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from lockconsole.text.safe import clean
@@ -18,6 +24,54 @@ from lockconsole.text.safe import clean
 Cell = str | Text
 CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
 Rows = Sequence[tuple[str, Sequence[Cell]]]
+SortBy = tuple[int, bool] | None  # (column index, descending), or the natural order
+
+
+class PaneTable(DataTable[Cell]):
+    """A dashboard pane's table: a row cursor, Home/End/G move it, identifying columns fixed."""
+
+    BINDINGS = [
+        Binding("home", "first_row", "First", show=False),
+        Binding("end,G", "last_row", "Last", show=False),
+    ]
+
+    def __init__(self, columns: Sequence[str], *, fixed: int = 0, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True, fixed_columns=fixed)
+        self.names = tuple(columns)
+        self.sort_by: SortBy = None
+
+    def on_mount(self) -> None:
+        for column in self.names:
+            self.add_column(column, key=column)
+
+    def action_first_row(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        self.move_cursor(row=max(0, self.row_count - 1))
+
+    def set_sort(self, sort: SortBy) -> None:
+        """Mark the sorted column in its heading (the rows are sorted by the caller)."""
+        self.sort_by = sort
+        for index, name in enumerate(self.names):
+            mark = f" {'▼' if sort[1] else '▲'}" if sort and sort[0] == index else ""
+            self.columns[name].label = Text(name + mark)  # type: ignore[index]
+        self._require_update_dimensions = True
+        self.refresh()
+
+
+def sorted_rows(rows: Rows, sort: SortBy) -> list[tuple[str, Sequence[Cell]]]:
+    """The rows ordered by one column's text (stable: ties keep their order)."""
+    if sort is None:
+        return list(rows)
+    column, descending = sort
+
+    def text(row: tuple[str, Sequence[Cell]]) -> str:
+        cells = row[1]
+        cell = cells[column] if column < len(cells) else ""
+        return (cell.plain if isinstance(cell, Text) else str(cell)).lower()
+
+    return sorted(rows, key=text, reverse=descending)
 
 
 def _same(a: object, b: object) -> bool:
@@ -26,7 +80,7 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def sync_table(table: DataTable, rows: Rows) -> int:
+def sync_table(table: DataTable, rows: Rows, *, follow_first: bool = False) -> int:
     """Bring `table` in line with `rows`; returns how many cells (or rows) changed.
 
     Every cell is shown as data: never parsed as markup, control characters escaped."""
@@ -40,17 +94,21 @@ def sync_table(table: DataTable, rows: Rows) -> int:
             old = table.get_row(key)
             for column, before, after in zip(columns, old, cells, strict=False):
                 if not _same(before, after):
-                    table.update_cell(key, column, after)
+                    table.update_cell(key, column, after, update_width=True)
                     changed += 1
         return changed
     cursor_key = None
     if table.row_count and 0 <= table.cursor_row < table.row_count:
         cursor_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    on_first = follow_first and (not current or cursor_key == current[0])
     scroll_x, scroll_y = table.scroll_x, table.scroll_y
     table.clear()
     for key, cells in rows:
         table.add_row(*cells, key=key)
-    if cursor_key in wanted:
+    if on_first:  # following the newest row: the cursor stays on top, and so does the view
+        table.move_cursor(row=0, scroll=False)
+        scroll_y = 0
+    elif cursor_key in wanted:
         table.move_cursor(row=wanted.index(cursor_key), scroll=False)
     table.scroll_to(scroll_x, scroll_y, animate=False, immediate=True)
     return len(rows)

@@ -1,0 +1,6 @@
+-- Queue one run request for the fleet (SQLite, MySQL/MariaDB: the id is cursor.lastrowid).
+INSERT INTO lockconsole_requests
+  (job, slot, instance, forced, state, requested_by, requested_at, updated_at, expires_at)
+VALUES
+  (%(job)s, %(slot)s, %(instance)s, %(forced)s, 'queued', %(requested_by)s, %(now)s, %(now)s,
+   %(expires_at)s)

@@ -1,0 +1,2 @@
+-- Be woken when a run request is queued.
+LISTEN lockconsole_requests

@@ -1,0 +1,220 @@
+"""Serve run requests (`lockconsole request`, the console's "on the fleet"): on every instance
+that runs `lockconsole schedule`, or in a Python app that calls `serve_requests`.
+
+A server looks for queued requests of its jobs (for this instance, or for any) in each ledger
+database: on PostgreSQL it LISTENs on `lockconsole_requests` and is woken by the NOTIFY the
+request sends (and looks every POLL_INTERVAL seconds too); elsewhere it looks every
+POLL_INTERVAL seconds. The first instance whose UPDATE finds a request still queued takes it and
+runs the job through the runner, under the job's lock, in its own environment; the request row
+gets the run's id and then its outcome. Queued requests past their expiry are marked expired.
+
+    from lockconsole import serve_requests
+    server = serve_requests({"nightly_billing": nightly_billing})  # a daemon thread
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lockconsole.backends import sqlfiles
+from lockconsole.backends.ledger import requests
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.model.jobs import Database, Job
+from lockconsole.model.slots import utcnow
+
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
+    from lockconsole.engine.execute import Target
+
+log = logging.getLogger("lockconsole.serving")
+POLL_INTERVAL = 2.0  # seconds between looks for requests (PostgreSQL is also woken by NOTIFY)
+LISTEN_WAIT = 0.5  # seconds a PostgreSQL server waits for a NOTIFY before it checks for a stop
+
+
+class RequestServer:
+    """Take and run the run requests of `jobs` on this instance, in a daemon thread."""
+
+    def __init__(
+        self,
+        config: Config,
+        jobs: Sequence[Job],
+        *,
+        instance: str,
+        targets: Mapping[str, Target] | None = None,
+        poll: float = POLL_INTERVAL,
+    ) -> None:
+        self.config = config
+        self.jobs = {job.name: job for job in jobs}
+        self.instance = instance
+        self.targets = dict(targets or {})
+        self.poll = poll
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._runs: list[threading.Thread] = []
+        self._ledgers: dict[str, Ledger] = {}
+        self._listener: Any = None
+
+    def start(self) -> RequestServer:
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="lockconsole-serve")
+        self._thread.start()
+        return self
+
+    def stop(self, wait: float = 30.0) -> None:
+        """Stop looking for requests; wait (up to `wait` s) for the runs it started to end."""
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(wait)
+        for run in self._runs:
+            run.join(wait)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def _ledger_databases(self) -> dict[str, Database]:
+        found: dict[str, Database] = {}
+        for job in self.jobs.values():
+            database = self.config.ledger_for(job)
+            found[database.name] = database
+        return found
+
+    def _loop(self) -> None:
+        databases = self._ledger_databases()
+        pg = [d for d in databases.values() if d.url.dialect == "postgresql"]
+        try:
+            while not self.stopping.is_set():
+                for database in databases.values():
+                    try:
+                        self.serve_once(database)
+                    except Exception as exc:  # a database away now: look again later
+                        log.warning("requests on %s: %s", database.url.masked, exc)
+                        self._drop(database.name)
+                self._wait(pg[0] if len(pg) == 1 and len(databases) == 1 else None)
+        finally:
+            for name in list(self._ledgers):
+                self._drop(name)
+            if self._listener is not None:
+                self._listener.close()
+
+    def _wait(self, pg: Database | None) -> None:
+        """Until the next look: a NOTIFY (PostgreSQL), POLL_INTERVAL, or a stop."""
+        if pg is None:
+            self.stopping.wait(self.poll)
+            return
+        try:
+            if self._listener is None:
+                from lockconsole.backends.connect import connect_pg
+
+                self._listener = connect_pg(pg.url, application_name="lockconsole:requests")
+                self._listener.execute(sqlfiles.load("listen_requests", "postgresql"))
+            waited = 0.0
+            while waited < self.poll and not self.stopping.is_set():
+                for _ in self._listener.notifies(timeout=LISTEN_WAIT, stop_after=1):
+                    return
+                waited += LISTEN_WAIT
+        except Exception as exc:  # the listening session is gone: poll, and listen again later
+            log.warning("listening for requests: %s", exc)
+            if self._listener is not None:
+                try:
+                    self._listener.close()
+                except Exception:
+                    pass
+            self._listener = None
+            self.stopping.wait(self.poll)
+
+    def _drop(self, name: str) -> None:
+        ledger = self._ledgers.pop(name, None)
+        if ledger is not None:
+            ledger.close()
+
+    def serve_once(self, database: Database) -> int:
+        """Expire stale requests, then take and start the ones this instance may serve."""
+        ledger = self._ledgers.get(database.name)
+        if ledger is None:
+            ledger = self._ledgers[database.name] = Ledger(
+                database, application_name="lockconsole:requests"
+            )
+        now = utcnow()
+        requests.expire(ledger, now)
+        names = {n for n, j in self.jobs.items() if self.config.ledger_for(j).name == database.name}
+        started = 0
+        for request in requests.queued(ledger, names, self.instance, now):
+            if self.stopping.is_set() or not requests.claim(ledger, request.id, self.instance, now):
+                continue
+            log.info("request %s: %s taken by %s", request.id, request.job, self.instance)
+            thread = threading.Thread(
+                target=self._serve, args=(request, database), daemon=True, name="lockconsole-req"
+            )
+            self._runs = [t for t in self._runs if t.is_alive()] + [thread]
+            thread.start()
+            started += 1
+        return started
+
+    def _serve(self, request: requests.Request, database: Database) -> None:
+        """Run one taken request under the job's lock; the request row follows the run."""
+        from lockconsole.engine.execute import run_target
+        from lockconsole.engine.runner import begin
+
+        job = self.jobs[request.job]
+        with Ledger(database, application_name="lockconsole:requests") as ledger:
+
+            def note(state: str, run_id: int | None = None, reason: str | None = None) -> None:
+                requests.record(
+                    ledger, request.id, self.instance, state, utcnow(), run_id=run_id, reason=reason
+                )
+
+            try:
+                target = self._target(job)
+                attempt = begin(
+                    job,
+                    self.config.database_for(job),
+                    self.config.ledger_for(job),
+                    instance=self.instance,
+                    slot=request.slot,
+                    trigger="scheduled" if request.slot is not None else "manual",
+                    force=request.forced,
+                )
+                note("running", attempt.run.id)
+                run = run_target(attempt, target, handle_signals=False)
+            except Exception as exc:
+                log.error("request %s of %s: %s", request.id, job.name, exc)
+                note("error", reason=str(exc)[:1000])
+                return
+            note(run.outcome, run.id, run.message)
+            log.info("request %s: %s %s (run %s)", request.id, job.name, run.outcome, run.id)
+
+    def _target(self, job: Job) -> Target:
+        if job.name in self.targets:
+            return self.targets[job.name]
+        if job.command:
+            return list(job.command)
+        if job.callable:
+            from lockconsole.engine.execute import resolve_callable
+
+            return resolve_callable(job.callable)
+        raise ValueError(f"job {job.name} has no command or callable to run here")
+
+
+def serve_requests(
+    targets: Mapping[str, Callable[..., Any]] | None = None,
+    *,
+    config: str | None = None,
+    instance: str | None = None,
+    jobs: Sequence[str] | None = None,
+) -> RequestServer:
+    """Serve run requests in this process: a daemon thread; stop() it when the app ends.
+
+    `targets` maps job names to the functions to run (default: each job's command or callable
+    from the config); only these jobs (or `jobs`, or every job in the config) are served.
+    """
+    from lockconsole.config.loader import load_config
+    from lockconsole.engine.runner import default_instance
+
+    cfg = load_config(config)
+    names = list(jobs or targets or cfg.jobs)
+    chosen = [cfg.job(name) for name in names]
+    name = instance or default_instance(cfg.instance)
+    return RequestServer(cfg, chosen, instance=name, targets=targets).start()

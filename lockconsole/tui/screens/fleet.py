@@ -1,0 +1,119 @@
+"""Trigger a job from the dashboard: on the fleet (a run request that a `lockconsole schedule`
+instance serving the job takes), or here, in the console's process.
+
+TriggerModal(job, slot)  -> "fleet" | "here" | None   f / Enter: the fleet; h: here; Escape
+request_on_fleet(app, host, job, slot)   queue the request and follow it in a thread worker:
+                                         each change (queued, running on web-2, succeeded with
+                                         its run id, expired) goes to the log and a toast
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from lockconsole.text.safe import shown
+from lockconsole.tui.screens.confirm import DIALOG_CSS
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+
+FOLLOW_EVERY = 0.5  # seconds between looks at a request the console follows
+
+
+class Host(Protocol):
+    facade: ConsoleFacade
+
+    def log_from_thread(self, line: str) -> None: ...
+    def refresh_now(self) -> None: ...
+    def call_from_thread(self, callback: Any, *args: Any) -> Any: ...
+
+
+class TriggerModal(ModalScreen[str | None]):
+    """Where to run the job now: on the fleet (default) or here."""
+
+    DEFAULT_CSS = "TriggerModal {" + DIALOG_CSS + "}"
+    BINDINGS = [
+        Binding("f", "choose('fleet')", "On the fleet", id="trigger_fleet"),
+        Binding("h", "choose('here')", "Here", id="trigger_here"),
+        Binding("escape", "choose('')", "Cancel", id="trigger_cancel"),
+    ]
+
+    def __init__(self, job: str, what: str, slot: datetime | None = None) -> None:
+        super().__init__()
+        self.job = job
+        self.what = what
+        self.slot = slot
+
+    def compose(self) -> ComposeResult:
+        slot = f" (slot {self.slot.isoformat()})" if self.slot else ""
+        body = (
+            f"On the fleet: the first `lockconsole schedule` instance serving {self.job} takes "
+            f"the request and runs it there under its lock ({self.what}), in its own "
+            "environment. Here: this console runs it, under the same lock."
+        )
+        with Vertical(id="dialog"):
+            yield Static(shown(f"Run {self.job} now{slot}?"), id="title", markup=False)
+            with VerticalScroll(id="body-scroll"):
+                yield Static(shown(body), id="body", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("On the fleet (f)", id="fleet", variant="primary", compact=True)
+                if self.slot is None:
+                    yield Button("Here (h)", id="here", compact=True)
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet", Button).focus()  # Enter: on the fleet
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_choose("" if event.button.id == "cancel" else str(event.button.id))
+
+    def action_choose(self, where: str) -> None:
+        if where == "here" and self.slot is not None:
+            return  # a slot is rerun by the fleet only
+        self.dismiss(where or None)
+
+
+def request_on_fleet(app: App[Any], host: Host, job: str, slot: datetime | None = None) -> None:
+    """Queue a run request for `job` and follow it until it ends (a thread worker)."""
+    facade = host.facade
+
+    def follow() -> None:
+        try:
+            request_id = facade.request(job, slot=slot)
+        except Exception as exc:
+            host.log_from_thread(f"request {job}: {exc}")
+            return
+        host.log_from_thread(f"request {request_id} of {job}: queued")
+        seen: tuple[object, ...] = ("queued", None, None)
+        while True:
+            try:
+                found = facade.request_state(job, request_id)
+            except Exception as exc:
+                host.log_from_thread(f"request {request_id} of {job}: {exc}")
+                return
+            if found is None:
+                return
+            now = (found.state, found.served_by, found.run_id)
+            if now != seen:
+                seen = now
+                where = f" on {found.served_by}" if found.served_by else ""
+                run = f" (run {found.run_id})" if found.run_id else ""
+                why = f": {found.reason}" if found.reason and found.final else ""
+                host.log_from_thread(
+                    f"request {request_id} of {job}: {found.state}{where}{run}{why}"
+                )
+            if found.final:
+                host.call_from_thread(host.refresh_now)
+                return
+            time.sleep(FOLLOW_EVERY)
+
+    app.run_worker(follow, thread=True, group="fleet_request", exit_on_error=False)

@@ -1,0 +1,127 @@
+"""Pause or resume the selected job on the whole fleet, from the dashboard.
+
+PauseModal(job)   -> str | None   the note typed (Enter pauses; Escape cancels; empty refused)
+ResumeModal(pause) -> bool        shows who paused it, since when and why; y resumes
+
+`toggle_pause(screen, job)` asks the right one and runs the facade's pause / resume in a
+thread worker, then refreshes the dashboard; failures land in the app's log and notifications.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from lockconsole.model.jobs import Pause
+from lockconsole.text.safe import shown
+from lockconsole.tui.screens.confirm import DIALOG_CSS, ConfirmModal
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.model.views import Snapshot
+
+
+class Host(Protocol):
+    """What the pause needs of the console app: its facade, its data, its log, a refresh."""
+
+    facade: ConsoleFacade
+    snapshot: Snapshot | None
+
+    def log_from_thread(self, line: str) -> None: ...
+    def refresh_now(self) -> None: ...
+    def call_from_thread(self, callback: Any, *args: Any) -> Any: ...
+
+
+class PauseModal(ModalScreen[str | None]):
+    """The note of a pause: why the job must not run (everyone sees it)."""
+
+    DEFAULT_CSS = "PauseModal {" + DIALOG_CSS + "}"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="pause_cancel")]
+
+    def __init__(self, job: str) -> None:
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(shown(f"Pause {self.job} on every instance?"), id="title", markup=False)
+            yield Static(
+                "Every attempt records 'paused' and runs nothing until you resume it. "
+                "Why? (the note is shown to everyone)",
+                id="body",
+                markup=False,
+            )
+            yield Input(placeholder="note, e.g. incident 42: invoices doubled", id="note")
+            with Horizontal(id="buttons"):
+                yield Button("Pause (Enter)", id="confirm", variant="warning", compact=True)
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#note", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def _submit(self) -> None:
+        note = self.query_one("#note", Input).value.strip()
+        if not note:
+            self.notify("Type a note saying why", severity="warning")
+            return
+        self.dismiss(note)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def resume_question(pause: Pause) -> tuple[str, str]:
+    """The title and body of the question before a resume."""
+    body = f"{pause.reason()}\n\nResume it: its next attempts on every instance run again."
+    return f"Resume {pause.job}?", body
+
+
+def toggle_pause(app: App[Any], host: Host, job: str) -> None:
+    """Ask for a note and pause `job`, or (when it is paused) ask and resume it."""
+    status = None
+    if host.snapshot is not None:
+        status = next((s for s in host.snapshot.jobs if s.job.name == job), None)
+    facade = host.facade
+
+    def act(what: str, call: Any) -> None:
+        def work() -> None:
+            try:
+                result = call()
+            except Exception as exc:
+                host.log_from_thread(f"{what} {job}: {exc}")
+                return
+            host.log_from_thread(f"{what} {job}: {result}")
+            host.call_from_thread(host.refresh_now)
+
+        app.run_worker(work, thread=True, group="pause", exit_on_error=False)
+
+    if status is not None and status.pause is not None:
+
+        def resume(yes: bool | None) -> None:
+            if yes:
+                act("resume", lambda: "resumed" if facade.resume(job) else "was not paused")
+
+        app.push_screen(ConfirmModal(*resume_question(status.pause)), resume)
+        return
+
+    def paused(note: str | None) -> None:
+        if note:
+            act("pause", lambda: facade.pause(job, note).reason())
+
+    app.push_screen(PauseModal(job), paused)

@@ -1,0 +1,134 @@
+"""What a run leaves for an investigator: `lockconsole run` keeps the last 64 KB of a command's
+stdout and stderr, or a callable's exception and traceback, in the ledger's database
+(PostgreSQL, MariaDB, SQLite), passwords masked; `lockconsole output RUN_ID` prints it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SECRET = "hunter2secret"
+LEAKY = (
+    "import sys\n"
+    f"print('connecting to postgresql://billing:{SECRET}@db.internal/billing')\n"
+    "print('charged 3 tenants', flush=True)\n"
+    "print('boom: tenant 4 has no card', file=sys.stderr)\n"
+    "sys.exit(7)\n"
+)
+RAISING = (
+    "def charge():\n    raise ValueError('card declined; dsn host=db password=" + SECRET + "')\n"
+)
+
+
+def cli(config: Path, *words: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def strategy_of(url: str) -> str:
+    return "lease" if url.startswith("sqlite") else "mysql" if "mysql" in url else "pg-session"
+
+
+def output_json(config: Path, run_id: int, env: dict[str, str]) -> dict[str, object]:
+    done = cli(config, "output", str(run_id), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["run_id"] == run_id
+    return found  # type: ignore[no-any-return]
+
+
+@pytest.mark.mysql
+def test_a_failed_commands_output_tail_is_kept_masked(
+    dialect_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    job = f"leaky_{uid}"
+    script = tmp_path / "leaky.py"
+    script.write_text(LEAKY, encoding="utf-8")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{dialect_url}"
+        [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
+        command = ["{sys.executable}", "{script}"]
+        """
+    )
+    done = cli(config, "run", job, "--json", env=cli_env)
+    assert done.returncode == 7, done.stderr
+    assert "boom: tenant 4" in done.stderr  # stderr still reaches the caller's stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    assert run["outcome"] == "failed" and run["exit_code"] == 7
+    found = output_json(config, run["id"], cli_env)
+    assert found["job"] == job and found["outcome"] == "failed"
+    text = str(found["output"])
+    assert "charged 3 tenants" in text and "boom: tenant 4 has no card" in text
+    assert "postgresql://billing:***@db.internal/billing" in text
+    assert SECRET not in text
+    shown = cli(config, "output", str(run["id"]), env=cli_env)
+    assert shown.returncode == 0 and "boom: tenant 4 has no card" in shown.stdout
+    assert SECRET not in shown.stdout + shown.stderr
+
+
+def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+    job = f"raising_{uid}"
+    module = f"charging_{uid}"
+    (tmp_path / f"{module}.py").write_text(RAISING, encoding="utf-8")
+    env = dict(cli_env, PYTHONPATH=f"{tmp_path}{os.pathsep}{cli_env['PYTHONPATH']}")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.{job}]
+        callable = "{module}:charge"
+        """
+    )
+    done = cli(config, "run", job, "--json", env=env)
+    assert done.returncode == 1, done.stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    text = str(output_json(config, run["id"], env)["output"])
+    assert text.startswith("Traceback (most recent call last):")
+    assert f'{module}.py", line 2, in charge' in text
+    assert "ValueError: card declined" in text and "password=***" in text
+    assert SECRET not in text
+
+
+def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
+    pg_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    job = f"chatty_{uid}"
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.{job}]
+        command = ["true"]
+        """
+    )
+    chatty = "for i in range(20000): print(f'line {i:06d}')"  # 240,000 bytes
+    done = cli(config, "run", job, "--json", "--", sys.executable, "-c", chatty, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    text = str(output_json(config, run["id"], cli_env)["output"])
+    head, body = text.split("\n", 1)
+    assert head == f"[… {240000 - 65536} earlier bytes not kept]"
+    assert len(body.encode()) == 65536 and body.endswith("line 019999\n")
+
+    quiet = cli(config, "run", job, "--manual", "--json", env=cli_env)
+    assert quiet.returncode == 0, quiet.stderr
+    run = json.loads(quiet.stdout.strip().splitlines()[-1])
+    assert output_json(config, run["id"], cli_env)["output"] is None
+    missing = cli(config, "output", "999999999999", env=cli_env)
+    assert missing.returncode == 1 and "no run 999999999999" in missing.stderr
+    bad = cli(config, "output", "-5", env=cli_env)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -1,0 +1,137 @@
+"""Steering from the dashboard: the pause key (a modal asks for the note, the jobs pane shows who
+paused the job, since when and why; the same key on a paused job asks, then resumes it;
+read-only refuses it), and the run detail showing the run's kept output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable, Input
+
+from lockconsole.tui.app import LockConsoleApp
+from lockconsole.tui.sample import FROZEN_NOW
+from lockconsole.tui.sample_console import SampleConsole
+from lockconsole.tui.screens.confirm import ConfirmModal
+from lockconsole.tui.screens.pause import PauseModal
+from lockconsole.tui.widgets.tables import selected_key
+
+from helpers import settle, sync, until
+
+
+def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
+    return LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600, **kwargs)
+
+
+def jobs_text(app: LockConsoleApp) -> str:
+    table = app.query_one("#jobs", DataTable)
+    return "\n".join(" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
+
+
+@sync
+async def test_pause_key_asks_a_note_shows_the_pause_and_resumes() -> None:
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        job = console.snapshot().jobs[0].job.name
+        app.query_one("#jobs", DataTable).focus()
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, PauseModal), what="the note modal")
+        await pilot.press("enter")  # an empty note is refused: the modal stays
+        await pilot.pause()
+        assert isinstance(app.screen, PauseModal)
+        app.screen.query_one("#note", Input).value = "incident 42"
+        await pilot.press("enter")
+        await until(pilot, lambda: "PAUSED by ops@console" in jobs_text(app), what="the pause")
+        assert "incident 42" in jobs_text(app)
+        assert next(s for s in console.snapshot().jobs if s.job.name == job).pause is not None
+
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal), what="resume question")
+        await pilot.press("y")
+        await until(pilot, lambda: "PAUSED" not in jobs_text(app), what="the resume")
+        assert all(s.pause is None for s in console.snapshot().jobs)
+
+
+@sync
+async def test_pause_key_is_refused_read_only() -> None:
+    console = SampleConsole(read_only=True)
+    app = app_for(console, read_only=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("P")
+        await pilot.pause()
+        assert not isinstance(app.screen, PauseModal)
+        assert all(s.pause is None for s in console.snapshot().jobs)
+
+
+@sync
+async def test_run_detail_shows_the_runs_kept_output() -> None:
+    from textual.widgets import Static
+
+    from lockconsole.tui.screens.run_detail import RunDetailScreen
+
+    app = app_for(SampleConsole())
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        app.query_one("#history", DataTable).focus()
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, RunDetailScreen), what="run detail")
+
+        def output() -> str:
+            return str(app.screen.query_one("#output", Static).render())
+
+        await until(pilot, lambda: "charged 120" in output(), what="the output tail")
+
+
+@sync
+async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> None:
+    from textual.widgets import RichLog
+
+    from lockconsole.tui.screens.fleet import TriggerModal
+
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        app.query_one("#jobs", DataTable).focus()
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
+        await pilot.press("enter")  # the default: on the fleet
+
+        def log() -> str:
+            return "\n".join(line.text for line in app.query_one("#log", RichLog).lines)
+
+        await until(pilot, lambda: "succeeded on web-2 (run 999)" in log(), what="the outcome")
+        lines = [line for line in log().splitlines() if line.startswith("request 1 ")]
+        assert [line.split(": ", 1)[1] for line in lines] == [
+            "queued",
+            "running on web-2 (run 999)",
+            "succeeded on web-2 (run 999)",
+        ]
+        assert console.requested == [(console.snapshot().jobs[0].job.name, None)]
+        assert console.triggered == []  # nothing ran here
+
+
+@sync
+async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> None:
+    from lockconsole.tui.screens.fleet import TriggerModal
+
+    console = SampleConsole()
+    app = app_for(console)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        history = app.query_one("#history", DataTable)
+        history.focus()
+        await pilot.pause()
+        run = app.dashboard._runs_of[selected_key(history)][0]
+        assert run.trigger == "scheduled"
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
+        assert app.screen.slot == run.slot
+        await pilot.press("h")  # a slot is rerun by the fleet only: "here" is not offered
+        await pilot.pause()
+        assert isinstance(app.screen, TriggerModal)
+        await pilot.press("enter")
+        await until(pilot, lambda: console.requested_slots == [run.slot], what="the request")
+        assert console.triggered == []
