@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -113,6 +114,8 @@ def test_psql_holder_makes_run_skip(pg_url, uid, write_config, cli_env, tmp_path
         assert proc.wait(timeout=30) == 3
         out, _ = proc.communicate()
         assert json.loads(out)["outcome"] == "skipped"
+        # the job's supervisor was started before the lock: once it has ended, the job never ran
+        wait_for(lambda: not _supervisors_of(marks), what="the unused supervisor to end")
         assert not marks.exists()
     finally:
         psql.terminate()
@@ -208,7 +211,8 @@ def test_log_lines_are_structured(pg_url, uid, write_config, cli_env):
 
 
 def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_env):
-    """`lockconsole run` (a cron job's cold start) imports no UI, no SQLAlchemy, no console code."""
+    """`lockconsole run` (a cron job's cold start) imports no UI, no SQLAlchemy, no console code,
+    and neither croniter nor sqlite3 for a plain schedule on PostgreSQL."""
     job = f"lean_{uid}"
     config = write_config(pg_job_config(pg_url, job, "pg-session"))
     heavy = (
@@ -220,6 +224,9 @@ def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_en
         "lockconsole.console.facade",
         "lockconsole.cli.views",
         "lockconsole.demo",
+        "croniter",  # a plain five-field UTC schedule ("0 2 * * *") is computed without it
+        "dateutil",
+        "sqlite3",
     )
     code = (
         "import json, sys\n"
@@ -235,3 +242,17 @@ def test_the_run_path_loads_only_what_it_needs(pg_url, uid, write_config, cli_en
     assert result == {"exit": 0, "loaded": []}
     (run,) = runs_of(config, job)
     assert run.outcome == "succeeded"
+
+
+def _supervisors_of(marker: object) -> list[int]:
+    """Live supervisor processes whose command line names `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if b"supervisor.py" in cmdline and str(marker).encode() in cmdline:
+            found.append(int(pid))
+    return found

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -14,6 +13,8 @@ from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import DatabaseURL
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from psycopg import Connection as PgConnection
     from psycopg.rows import TupleRow
     from pymysql.connections import Connection as MysqlConnection
@@ -181,6 +182,8 @@ def connect_mysql(
 
 
 def connect_sqlite(url: DatabaseURL) -> sqlite3.Connection:
+    import sqlite3  # not at the top: the run path on PostgreSQL or MySQL never needs it
+
     try:
         conn = sqlite3.connect(url.database or ":memory:", isolation_level=None, timeout=30)
     except sqlite3.Error as exc:

@@ -8,7 +8,6 @@ driver error. The drivers are imported only when the error came from them.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Literal
 
 ErrorKind = Literal["missing", "denied", "gone", "other"]
@@ -55,6 +54,10 @@ def classify(exc: BaseException, conn: Any = None) -> ErrorKind | None:
         if isinstance(exc, pymysql.err.OperationalError) and conn is not None and not conn.open:
             return "gone"
         return "other"
+    if not module.startswith("sqlite3"):
+        return None
+    import sqlite3
+
     if not isinstance(exc, sqlite3.Error):
         return None
     if any(text in str(exc) for text in ("no such table", "no such column", "has no column")):

@@ -166,12 +166,15 @@ def cmd_run(
     """One attempt. SIGTERM/SIGINT at any instant stop it: before the lock nothing is held or
     run; after, the job is stopped (or never started), the lock released, the outcome recorded.
     A stopped attempt exits 128 + the signal's number, as a process killed by it would."""
+    from lockconsole.engine.commands import Command
     from lockconsole.engine.execute import run_target
     from lockconsole.engine.runner import begin, default_instance, exit_code_for
     from lockconsole.engine.stopping import Stop, Stopped, on_signals
 
     instance = instance or default_instance(config.instance)
     stop = Stop()
+    # the supervisor's interpreter starts while we connect; it starts the job only on "go"
+    command = None if callable(target) else Command(list(target), grace=job.stop_grace)
     actor = None
     if manual:
         from lockconsole.backends.audit import Actor
@@ -189,9 +192,11 @@ def cmd_run(
             stop=stop,
             actor=None if actor is None else str(actor),
         )
-        return run_target(attempt, target)
+        return run_target(attempt, target, command=command)
 
     with on_signals(stop):
+        if command is not None:
+            command.prepare()
         try:
             if actor is None:
                 run = attempt_and_run()
@@ -205,6 +210,9 @@ def cmd_run(
                 "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
             )
             return 128 + (stop.signum or 15)
+        finally:
+            if command is not None:
+                command.discard()  # never told "go" (skipped, stopped, failed): it just ends
     if as_json:
         print(json.dumps(run_json(run)), flush=True)
     if stop.signum and run.outcome != "succeeded":

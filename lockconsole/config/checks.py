@@ -6,6 +6,8 @@ import math
 import re
 from datetime import UTC, timedelta, tzinfo
 
+from lockconsole.model import cron
+
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}")
 CALLABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
@@ -83,6 +85,8 @@ def check_callable(value: object) -> str:
 def check_cron(expr: object) -> str:
     if not isinstance(expr, str):
         raise ValueError(f"a schedule is a cron string like '0 2 * * *', not {expr!r}")
+    if cron.parse(expr) is not None:  # plain five fields: valid, without importing croniter
+        return expr
     from croniter import croniter
 
     fields = expr.split()

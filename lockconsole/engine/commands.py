@@ -84,12 +84,18 @@ class Command:
         self._killing = False
         self.job_started = False  # "go" was sent: the job started (or a stop raced it)
 
-    def start(self) -> None:
-        """Start the job unless a stop came first (then `job_started` stays False)."""
+    def prepare(self) -> None:
+        """Start the supervisor now, waiting for "go": its interpreter starts while we connect.
+
+        The job itself starts only in start(); discard() (or our death) ends the supervisor
+        without it ever starting the job.
+        """
         with self._lock:
-            if self.stop_reason:
+            if self.stop_reason or self.proc is not None:
                 return
-        faultpoints.reach(faultpoints.BEFORE_SPAWN)
+        self._spawn()
+
+    def _spawn(self) -> None:
         ctl_r, ctl_w = os.pipe()
         status_r, status_w = os.pipe()
         fds = [str(ctl_r), str(status_w), str(self.grace)]
@@ -123,13 +129,25 @@ class Command:
             reader.start()
         with self._lock:
             self.proc = proc
+
+    def start(self) -> None:
+        """Start the job unless a stop came first (then `job_started` stays False)."""
+        with self._lock:
+            stopped = bool(self.stop_reason)
+        if stopped:
+            self._terminate()  # a prepared supervisor ends without starting the job
+            return
+        faultpoints.reach(faultpoints.BEFORE_SPAWN)
+        if self.proc is None:
+            self._spawn()
+        with self._lock:
             go = not self.stop_reason
         faultpoints.reach(faultpoints.AFTER_SPAWN)
         with self._lock:
             go = go and not self.stop_reason
-            if go:
+            if go and self._ctl is not None:
                 try:
-                    os.write(ctl_w, b"g")
+                    os.write(self._ctl, b"g")
                 except BrokenPipeError:  # the supervisor was stopped meanwhile
                     pass
         if not go:
@@ -137,6 +155,21 @@ class Command:
             return
         self.job_started = True
         faultpoints.reach(faultpoints.JOB_STARTED)
+
+    def discard(self) -> None:
+        """A prepared supervisor that will not be told "go": it exits on its own, job unstarted.
+
+        Closing our end of its pipe is the signal; we do not wait for its exit.
+        """
+        with self._lock:
+            if self.job_started or self.proc is None or self._ctl is None:
+                return
+            self.stop_reason = self.stop_reason or "not started"
+            os.close(self._ctl)
+            self._ctl = None
+            if self._status is not None:
+                os.close(self._status)
+                self._status = None
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:
         """Hand each line of the child's output (stdout and stderr) to `output`."""

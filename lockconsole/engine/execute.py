@@ -44,18 +44,20 @@ def run_target(
     *,
     handle_signals: bool = True,
     output: Callable[[str], None] | None = None,
+    command: Command | None = None,
 ) -> Run:
     """Run `target` while the attempt holds the lock; record and return the finished Run.
 
     `output` receives a command's output line by line (default: it goes to our stdout and
     stderr). The tail of a command's output, or a callable's exception and traceback, is kept
-    in the run ledger with the outcome.
+    in the run ledger with the outcome. `command` is the target's Command, prepared (its
+    supervisor started) before the lock.
     """
     if not attempt.acquired:
         return attempt.run
     if callable(target):
         return _run_callable(attempt, target, handle_signals)
-    return _run_command(attempt, list(target), handle_signals, output)
+    return _run_command(attempt, list(target), handle_signals, output, command)
 
 
 def _run_command(
@@ -63,9 +65,10 @@ def _run_command(
     argv: list[str],
     handle_signals: bool,
     output: Callable[[str], None] | None = None,
+    prepared: Command | None = None,
 ) -> Run:
     job = attempt.job
-    command = Command(argv, output=output, grace=job.stop_grace)
+    command = prepared or Command(argv, output=output, grace=job.stop_grace)
 
     def on_lost(_attempt: Attempt) -> None:
         command.stop("lock lost", job.stop_grace)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from lockconsole.model import cron
 from lockconsole.model.jobs import Job
 
 MAX_EARLY = timedelta(seconds=30)  # an attempt this close before a firing belongs to that firing
@@ -57,9 +58,14 @@ def _firings_around(schedule: str, timezone: str, second: datetime) -> tuple[dat
     window = _WINDOWS.get(key)
     if window is not None and window[0] <= second < window[1]:
         return window
-    prev = _cron(schedule, timezone, second + timedelta(seconds=1)).get_prev(datetime)
-    prev = prev.astimezone(UTC)
-    nxt = _cron(schedule, timezone, prev).get_next(datetime).astimezone(UTC)
+    plain = cron.parse(schedule, timezone)  # no croniter import for plain UTC schedules
+    found = plain.prev(second) if plain is not None else None
+    if plain is not None and found is not None and (after := plain.next(found)) is not None:
+        prev, nxt = found, after
+    else:
+        prev = _cron(schedule, timezone, second + timedelta(seconds=1)).get_prev(datetime)
+        prev = prev.astimezone(UTC)
+        nxt = _cron(schedule, timezone, prev).get_next(datetime).astimezone(UTC)
     if len(_WINDOWS) > 1024:  # schedules come from config files: a bound, not a policy
         _WINDOWS.clear()
     _WINDOWS[key] = (prev, nxt)
@@ -70,8 +76,12 @@ def next_fire(job: Job, after: datetime) -> datetime | None:
     """The first firing strictly after `after` (UTC), or None for a job without a schedule."""
     if not job.schedule:
         return None
-    cron = _cron(job.schedule, job.timezone, after.astimezone(UTC))
-    return cron.get_next(datetime).astimezone(UTC)
+    plain = cron.parse(job.schedule, job.timezone)
+    found = plain.next(after) if plain is not None else None
+    if found is not None:
+        return found
+    fallback = _cron(job.schedule, job.timezone, after.astimezone(UTC))
+    return fallback.get_next(datetime).astimezone(UTC)
 
 
 def manual_slot(at: datetime) -> datetime:
