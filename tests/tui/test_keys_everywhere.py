@@ -76,7 +76,7 @@ SCREENS = [
     ("describe holder", ("2", "i"), "HolderScreen"),
     ("timeline", ("1", "s"), "TimelineScreen"),
     ("duplicates", ("1", "d"), "DuplicatesScreen"),
-    ("trigger question", ("1", "t"), "ConfirmModal"),
+    ("trigger question", ("1", "t"), "TriggerModal"),
 ]
 
 
@@ -148,7 +148,9 @@ def with_new_run(console: SampleConsole, minutes: int) -> str:
         grace=timedelta(minutes=5),
     )
     console.set_snapshot(replace(snap, runs=runs, slots=tuple(reports)))
-    return f"run:{run.id}"
+    from lockconsole.tui.panes import run_key
+
+    return run_key(run)
 
 
 @sync

@@ -103,7 +103,8 @@ async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> 
             return "\n".join(line.text for line in app.query_one("#log", RichLog).lines)
 
         await until(pilot, lambda: "succeeded on web-2 (run 999)" in log(), what="the outcome")
-        lines = [line for line in log().splitlines() if line.startswith("request 1 ")]
+        # each log line starts with its time
+        lines = [ln[ln.index("request 1 ") :] for ln in log().splitlines() if "request 1 " in ln]
         assert [line.split(": ", 1)[1] for line in lines] == [
             "queued",
             "running on web-2 (run 999)",
@@ -124,7 +125,7 @@ async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> 
         history = app.query_one("#history", DataTable)
         history.focus()
         await pilot.pause()
-        run = app.dashboard._runs_of[selected_key(history)][0]
+        run = app.dashboard.runs_of[selected_key(history)][0]
         assert run.trigger == "scheduled"
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")

@@ -44,6 +44,8 @@ class TriggerModal(ModalScreen[str | None]):
         Binding("f", "choose('fleet')", "On the fleet", id="trigger_fleet"),
         Binding("h", "choose('here')", "Here", id="trigger_here"),
         Binding("escape", "choose('')", "Cancel", id="trigger_cancel"),
+        # a modal sees no app keys: q quits from here too, as on every screen
+        Binding("q", "app.quit", "Quit", id="quit_from_trigger"),
     ]
 
     def __init__(self, job: str, what: str, slot: datetime | None = None) -> None:
