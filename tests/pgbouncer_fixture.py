@@ -31,6 +31,9 @@ from helpers import unavailable
 # users PgBouncer lets in (auth_type = trust checks only that the name is listed)
 PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain")
 
+# each running PgBouncer's log file, by the URL its fixture yielded
+LOGS: dict[str, Path] = {}
+
 
 def _unavailable(reason: str) -> None:
     unavailable(f"PgBouncer: {reason}")
@@ -78,7 +81,9 @@ def _wait_listening(port: int, pid_file: Path, log: Path, timeout: float = 10.0)
     raise RuntimeError(f"PgBouncer did not listen on {port} (pid file {pid_file}): {text}")
 
 
-def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str, mode: str) -> Path:
+def _write_config(
+    folder: Path, port: int, host: str, pg_port: int, dbname: str, mode: str, pool: str
+) -> Path:
     ini = folder / "pgbouncer.ini"
     users = "".join(f'"{u}" ""\n' for u in PGBOUNCER_USERS)
     (folder / "userlist.txt").write_text(users)
@@ -89,7 +94,7 @@ def _write_config(folder: Path, port: int, host: str, pg_port: int, dbname: str,
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {folder / 'userlist.txt'}\n"
         f"admin_users = postgres\npool_mode = {mode}\nserver_reset_query_always = 0\n"
-        "default_pool_size = 4\nmax_client_conn = 100\n"
+        f"{pool}max_client_conn = 100\n"
         "ignore_startup_parameters = extra_float_digits,options\n"
         f"logfile = {folder / 'pgbouncer.log'}\npidfile = {folder / 'pgbouncer.pid'}\n"
     )
@@ -103,12 +108,22 @@ def pgbouncer(pg_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def pgbouncer_one_server(pg_url: str) -> Iterator[str]:
+    """Transaction pooling with a pool of ONE server connection, and a client that waits for
+    one gives up after 10 s (query_wait_timeout): a client that needs a second server
+    connection while it keeps the first fails in 10 s instead of hanging."""
+    yield from _pgbouncer(pg_url, "transaction", "default_pool_size = 1\nquery_wait_timeout = 10\n")
+
+
+@pytest.fixture(scope="session")
 def pgbouncer_session(pg_url: str) -> Iterator[str]:
     """URL of the test database through a fresh PgBouncer in session pooling."""
     yield from _pgbouncer(pg_url, "session")
 
 
-def _pgbouncer(pg_url: str, mode: str) -> Iterator[str]:
+def _pgbouncer(
+    pg_url: str, mode: str, pool: str = "default_pool_size = 4\n"
+) -> Iterator[str]:
     target = parse_url(pg_url)
     if not target.host or target.host.startswith("/"):
         _unavailable(f"the test PostgreSQL ({target.masked}) has no TCP port for PgBouncer")
@@ -117,7 +132,7 @@ def _pgbouncer(pg_url: str, mode: str) -> Iterator[str]:
     folder.chmod(0o755)
     port = _free_port()
     dbname = target.database or "test"
-    ini = _write_config(folder, port, target.host or "", target.port or 5432, dbname, mode)
+    ini = _write_config(folder, port, target.host or "", target.port or 5432, dbname, mode, pool)
     command = [binary, "-d", str(ini)]
     if os.geteuid() == 0:  # PgBouncer refuses root: run as postgres, which must own the folder
         try:
@@ -133,8 +148,10 @@ def _pgbouncer(pg_url: str, mode: str) -> Iterator[str]:
         _unavailable(f"pgbouncer did not start: {(started.stderr or started.stdout).strip()}")
     _wait_listening(port, pid_file, log)
     pid = int(pid_file.read_text().strip())
+    url = f"postgresql://postgres@127.0.0.1:{port}/{dbname}"
+    LOGS[url] = log
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/{dbname}"
+        yield url
     finally:
         try:
             os.kill(pid, signal.SIGTERM)

@@ -143,7 +143,7 @@ def _sessions_during_attempt(config: Path, job: str, count: list[str]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "expected"), [("pg-session", 1), ("pg-xact", 2), ("lease", 2)]
+    ("strategy", "expected"), [("pg-session", 1), ("pg-xact", 2), ("lease", 1)]
 )
 def test_connections_per_attempt_postgres(
     strategy: str, expected: int, own_database: str, uid: str, tmp_path: Path

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgbouncer_fixture import pgbouncer, pgbouncer_session  # noqa: F401  (the fixtures)
+from pgbouncer_fixture import (  # noqa: F401  (the fixtures)
+    LOGS,
+    pgbouncer,
+    pgbouncer_one_server,
+    pgbouncer_session,
+)
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
@@ -85,6 +90,41 @@ def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:  
     assert codes == [0, 3, 3, 3]
     assert marks.read_text().count("ran") == 1
     assert sorted(r.outcome for r in runs_of(config, job)) == ["skipped"] * 3 + ["succeeded"]
+
+
+def test_a_refused_pg_xact_try_hands_its_server_connection_back_before_the_ledger(
+    pgbouncer_one_server,  # noqa: F811
+    pg_url,
+    uid,
+    tmp_path,
+) -> None:
+    """A pool of one server connection: another session holds the job's lock (directly on the
+    server), so the try through PgBouncer is refused; its ROLLBACK must be synced before the
+    ledger's decide_run asks the same pool for a server connection, or the attempt waits on
+    itself until PgBouncer's query_wait_timeout throws it out (exit 5)."""
+    job = f"xone_{uid}"
+    key = int(uid, 16) & 0x7FFF_FFFF
+    direct = job_config(tmp_path / "direct.toml", pg_url, job, "pg-xact", key=key)
+    first = run_cli(direct, job, "--slot", "2030-01-01T01:00:00Z", "--", "true")
+    # the ledger's tables exist (a pg-xact holder itself needs two server connections at once)
+    assert first.wait(timeout=60) == 0, first.communicate()[1]
+    first.communicate()
+    config = job_config(tmp_path / "one.toml", pgbouncer_one_server, job, "pg-xact", key=key)
+    holder = psycopg.connect(pg_url, autocommit=True)
+    try:
+        assert holder.execute("select pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+        proc = run_cli(config, job, "--slot", "2030-01-01T02:00:00Z", "--json", "--", "true")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        holder.close()
+    assert proc.returncode == 3, (proc.returncode, err)
+    assert json.loads(out)["outcome"] == "skipped"
+    skipped = [r for r in runs_of(config, job) if r.outcome == "skipped"]
+    assert len(skipped) == 1 and "lock held" in (skipped[0].message or ""), skipped
+    # no client waited out query_wait_timeout (the attempt would then have gone on slowly, one
+    # statement at a time, after PgBouncer threw out its waiting ledger connection)
+    log = LOGS[pgbouncer_one_server].read_text(errors="replace")
+    assert "query_wait_timeout" not in log, log[-2000:]
 
 
 def test_orphaned_session_lock_is_stale_and_released_by_the_console(

@@ -234,7 +234,10 @@ class XactRounds(Rounds):
 
     def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
         """BEGIN + try-lock (one round trip), then decide_run on the ledger's connection (one
-        more; a refused try's ROLLBACK goes out before it and is read after it)."""
+        more). A refused try's ROLLBACK is a round trip of its own before decide_run: through a
+        transaction-pooling PgBouncer the lock's server connection is handed back only when the
+        transaction's end is synced, and decide_run may need a server connection from the same
+        pool; a ROLLBACK still queued in a pipeline would let a full pool wait on itself."""
         import psycopg
 
         lock = self.lock
@@ -248,9 +251,8 @@ class XactRounds(Rounds):
                 lock.held = True
                 row = ledger.decide(params)
             else:
-                with lock.conn.pipeline():
-                    lock.conn.execute(sqlfiles.load("rollback_transaction"))
-                    row = ledger.decide(params)
+                lock.conn.execute(sqlfiles.load("rollback_transaction"))
+                row = ledger.decide(params)
         except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
             if not lock._gone():
                 raise lock._error("ROLLBACK", exc) from None
