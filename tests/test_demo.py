@@ -238,9 +238,10 @@ def test_the_demo_fleet_can_be_paused_and_serves_a_request_on_web_2(tmp_path: Pa
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
 
-    argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--night-seconds", str(NIGHT)]
+    # --json: the progress lines ("config: ...", "fleet started: ...") go to stderr
+    argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--json", "--night-seconds"]
     proc = subprocess.Popen(
-        [*argv, "--for", "120"],
+        [*argv, str(NIGHT), "--for", "120"],
         env=_env(tmp_path),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

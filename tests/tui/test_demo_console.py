@@ -89,7 +89,8 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
     config = (state / "lockconsole" / "lockconsole-demo.toml").read_text()
     url = next(line.split('"')[1] for line in config.splitlines() if line.startswith("url"))
 
-    # the trigger: 1 (jobs), the first job is nightly_billing, t, y. While the fleet holds the
+    # the trigger: 1 (jobs), the first job is nightly_billing, t, then h (here: this console runs
+    # it, the path that once failed with "no configuration found"). While the fleet holds the
     # lock the run is skipped (and said so), so wait for the lock to be free and try again.
     outcome = ""
     for _ in range(6):
@@ -100,8 +101,8 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
         terminal.press("1")
         terminal.press("Home")
         terminal.press("t")
-        terminal.wait_screen(lambda s: "Trigger nightly_billing?" in s, "the trigger question")
-        terminal.press("y")
+        terminal.wait_screen(lambda s: "Run nightly_billing now?" in s, "the trigger question")
+        terminal.press("h")
         done = wait_for(
             functools.partial(ended_after, url, len(before)),
             what="the trigger's outcome in the ledger",

@@ -173,10 +173,15 @@ async def test_the_timeline_tells_sub_minute_slots_apart_and_follows_the_refresh
             rows = [k.value for k in app.dashboard.query_one("#jobs", DataTable).rows]
             app.dashboard.query_one("#jobs", DataTable).move_cursor(row=rows.index(job))
             await pilot.press("s")
+            # the screen is current before its slot blocks are mounted: wait for all three
             screen = await until(
                 pilot,
-                lambda: isinstance(app.screen, TimelineScreen) and app.screen,
-                what="the timeline",
+                lambda: (
+                    isinstance(app.screen, TimelineScreen)
+                    and len(app.screen.query(SlotBlock)) >= 3
+                    and app.screen
+                ),
+                what="the timeline with its three slots",
             )
             headings = [b.heading().plain for b in screen.query(SlotBlock)]
             labels = [base + timedelta(seconds=s) for s in (40, 20, 0)]
