@@ -198,11 +198,54 @@ def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url
         fresh = pg_url.replace(parts.path, "/" + name)
         with run_once(f"rt_{uid}", config=_config(fresh, f"rt_{uid}"), slot=SLOT) as run:
             assert run.acquired, run.run.message
+            # the attempt went on one statement at a time; its row still names the session
+            # that holds the lock (what `check` and the fault tests look it up by)
+            with psycopg.connect(fresh, autocommit=True) as conn:
+                holders = conn.execute(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = %s)",
+                    (name,),
+                ).fetchall()
+                recorded = conn.execute(
+                    "SELECT session_id FROM lockconsole_runs WHERE job = %s", (f"rt_{uid}",)
+                ).fetchall()
+            assert holders and recorded == [(holders[0][0],)], (holders, recorded)
         assert run.run.outcome == "succeeded"
     finally:
         REGISTRY.close_all()
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_mysql_database_without_the_ledger_table_records_the_holding_session(mysql_url, uid):  # type: ignore[no-untyped-def]
+    """The first attempt on a fresh MariaDB database: decide_run fails on the missing tables, the
+    attempt goes on one statement at a time, and its row names the connection holding the lock."""
+    from helpers import mysql_connect
+
+    name = f"h_rounds_{uid}"
+    parts = urlsplit(mysql_url)
+    admin = mysql_connect(mysql_url)
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")  # a constant prefix and a hex suffix
+    try:
+        fresh = mysql_url.replace(parts.path, "/" + name)
+        job = f"rt_{uid}"
+        with run_once(job, config=_config(fresh, job, "mysql"), slot=SLOT) as run:
+            assert run.acquired, run.run.message
+            with admin.cursor() as cur:
+                cur.execute("SELECT IS_USED_LOCK(%s)", (job,))
+                holder = cur.fetchone()[0]
+                cur.execute(
+                    f"SELECT session_id FROM `{name}`.lockconsole_runs WHERE job = %s", [job]
+                )
+                recorded = [int(r[0]) if r[0] is not None else None for r in cur.fetchall()]
+            assert holder is not None and recorded == [int(holder)], (holder, recorded)
+        assert run.run.outcome == "succeeded"
+    finally:
+        REGISTRY.close_all()
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
 
 
 def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid, caplog):  # type: ignore[no-untyped-def]

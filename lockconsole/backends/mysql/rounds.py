@@ -94,12 +94,20 @@ class MysqlRounds(Rounds):
 
     def _undecided(self, exc: BaseException | None) -> None:
         """After a failed call: lock.held as the server says, or a DatabaseError if it is gone."""
+        import pymysql
+
         lock = self.lock
         if lock._gone():
             lock.held = False
             raise lock._error(f"GET_LOCK({lock.name!r}, 0)", exc or OSError("no answer"))
         lock.held = True
         lock.held = lock.still_held()
+        if lock.held and lock.session_id is None:  # the attempt's row names the holding session
+            try:
+                row = self._call("select_session_id", {})
+            except (pymysql.MySQLError, OSError):
+                row = None
+            lock.session_id = None if row is None else int(row[0])
         log.debug("decide_run failed, going on one statement at a time: %s", exc)
 
     def finish(

@@ -181,16 +181,30 @@ class SessionRounds(Rounds):
         if lock._gone():
             lock.held = False
             raise lock._error("pg_try_advisory_lock", exc) from None
-        got = None
+        got = pid = None
         try:
-            got = lock._row(tried, "pg_try_advisory_lock")[1] if tried is not None else None
+            if tried is not None:
+                _, got, pid = lock._row(tried, "pg_try_advisory_lock")[:3]
         except Exception:
-            got = None
+            got = pid = None
         lock.held = bool(got)
         if got is None:  # the try itself may have run: ask the server
             lock.held = True
             lock.held = lock.still_held()
+        if lock.held:  # the attempt's row names the session that holds the lock
+            lock.session_id = int(pid) if pid is not None else self._backend_pid()
         log.debug("decide_run failed, going on one statement at a time: %s", exc)
+
+    def _backend_pid(self) -> int | None:
+        """pg_backend_pid() of the lock's connection; None if it cannot say."""
+        import psycopg
+
+        try:
+            sql = sqlfiles.load("select_session_id", "postgresql")
+            row = self.lock.conn.execute(sql).fetchone()
+        except psycopg.Error:
+            return None
+        return None if row is None else int(row[0])
 
     def finish(
         self,
