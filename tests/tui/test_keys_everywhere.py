@@ -274,6 +274,47 @@ async def test_describe_a_job_shows_config_next_firings_and_last_runs() -> None:
 
 
 @sync
+async def test_every_time_shown_is_in_the_consoles_zone() -> None:
+    """`[console] timezone` (Asia/Kolkata, UTC+05:30): the holders' notes, the describe screens
+    and the release modal show their times in it, and the status line names it."""
+    console = SampleConsole()
+    settings = replace(console.config.console, timezone="Asia/Kolkata")
+    console.config = replace(console.config, console=settings)
+    app = app_for(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        assert "Asia/Kolkata" in plain(app, "#status")
+        lease = next(
+            r
+            for r in app.query_one(HoldersView).model.rows
+            if r.flag == "held" and r.holder is not None and r.holder.kind == "lease"
+        )
+        assert "lease until 07:50:00" in lease.cells[6], lease.cells  # 02:20 UTC
+
+        select_holder(app, lambda h: h.job == "nightly_billing" and h.granted)
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HolderScreen)
+        fields = plain(app, "#describe-fields")  # held since 02:00:00 UTC
+        assert "2026-11-29 07:30:00 Asia/Kolkata" in fields and "UTC" not in fields, fields
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ReleaseModal)
+        details = plain(app, "#details Static")
+        assert "2026-11-29 07:30:00 Asia/Kolkata" in details and "UTC" not in details, details
+        await pilot.press("escape")
+        await settle(app, pilot)
+
+        await pilot.press("1", "home", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, JobScreen)
+        firings = plain(app, "#describe-firings")  # cron 0 2 * * * in UTC
+        assert firings.count("07:30:00 Asia/Kolkata") == 5 and "UTC" not in firings, firings
+        runs = plain(app, "#describe-runs")
+        assert "07:30:00 Asia/Kolkata" in runs and "UTC" not in runs, runs
+
+
+@sync
 async def test_palette_zoom_sort_log_overlay_collapse_and_header() -> None:
     console = SampleConsole()
     console.set_snapshot(replace(console.snapshot(), runs=(), slots=()))  # an empty history

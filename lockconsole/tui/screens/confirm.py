@@ -1,7 +1,9 @@
 """Confirmation modals: a yes/no question, and the force-release of one lock holder.
 
 ConfirmModal(title, body)  -> bool   y / Enter confirm; n / Escape cancel
-ReleaseModal(holder)       -> bool   shows what will be ended; typing the job name (or the
+ReleaseModal(holder, blocks, zone)
+                           -> bool   shows what will be ended (times in the console's zone);
+                                     typing the job name (or the
                                      key, for an unmapped holder) enables Release; a waiter
                                      cannot be released, so it only offers Cancel
 QuitRunModal(job)          -> str    quitting with a triggered run going: "stop" (s) it and
@@ -9,6 +11,8 @@ QuitRunModal(job)          -> str    quitting with a triggered run going: "stop"
 """
 
 from __future__ import annotations
+
+from datetime import tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -99,10 +103,13 @@ class ReleaseModal(ModalScreen[bool]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
-    def __init__(self, holder: Holder, blocks: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, holder: Holder, blocks: tuple[int, ...] = (), zone: tzinfo | None = None
+    ) -> None:
         super().__init__()
         self.holder = holder
         self.blocks = blocks
+        self.zone = zone
         self.expected = holder_label(holder)
 
     def compose(self) -> ComposeResult:
@@ -111,7 +118,7 @@ class ReleaseModal(ModalScreen[bool]):
             title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
             yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="details"):
-                yield Static(holder_details(h, self.blocks))
+                yield Static(holder_details(h, self.blocks, self.zone))
             if h.granted:
                 what = "job name" if h.job else "key"
                 yield Static(

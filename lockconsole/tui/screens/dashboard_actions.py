@@ -115,7 +115,9 @@ class SelectionActions:
             if release is True:
                 self.ask_release(holder)
 
-        host.push_screen(HolderScreen(holder, blocks, read_only=host.read_only), chosen)
+        host.push_screen(
+            HolderScreen(holder, blocks, zone=host.zone, read_only=host.read_only), chosen
+        )
 
     def describe_job(self) -> None:
         from lockconsole.tui.screens.describe import JobScreen
@@ -132,7 +134,9 @@ class SelectionActions:
             if choice == "trigger":
                 self.ask_trigger(status.job.name)
 
-        screen = JobScreen(status, snap.runs, now=host.clock(), read_only=host.read_only)
+        screen = JobScreen(
+            status, snap.runs, now=host.clock(), zone=host.zone, read_only=host.read_only
+        )
         host.push_screen(screen, chosen)
 
     def describe_run(self) -> None:
@@ -260,4 +264,4 @@ class SelectionActions:
                 host.start_release(holder)
 
         holders = host.snapshot.holders if host.snapshot is not None else ()
-        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders)), confirmed)
+        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders), host.zone), confirmed)
