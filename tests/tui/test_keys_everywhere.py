@@ -68,24 +68,31 @@ def select_holder(app: LockConsoleApp, pick: Any) -> Holder:
     return holder
 
 
-# (name, keys from the dashboard, the screen's class name)
+# (name, keys from the dashboard, the screen's class name, keys before q): a modal with a
+# text field takes q as text while the field has the focus, so Tab goes to its buttons first
 SCREENS = [
-    ("help", ("question_mark",), "HelpScreen"),
-    ("run detail", ("3", "enter"), "RunDetailScreen"),
-    ("describe job", ("1", "enter"), "JobScreen"),
-    ("describe holder", ("2", "i"), "HolderScreen"),
-    ("timeline", ("1", "s"), "TimelineScreen"),
-    ("duplicates", ("1", "d"), "DuplicatesScreen"),
-    ("trigger question", ("1", "t"), "TriggerModal"),
+    ("help", ("question_mark",), "HelpScreen", ()),
+    ("run detail", ("3", "enter"), "RunDetailScreen", ()),
+    ("describe job", ("1", "enter"), "JobScreen", ()),
+    ("describe holder", ("2", "i"), "HolderScreen", ()),
+    ("timeline", ("1", "s"), "TimelineScreen", ()),
+    ("duplicates", ("1", "d"), "DuplicatesScreen", ()),
+    ("trigger question", ("1", "t"), "TriggerModal", ()),
+    ("rerun a slot", ("3", "home", "t"), "TriggerModal", ()),
+    ("audit", ("a",), "AuditScreen", ()),
+    ("pause", ("1", "home", "P"), "PauseModal", ("tab",)),
+    ("release", ("2", "home", "x"), "ReleaseModal", ("tab",)),
 ]
 
 
 @pytest.mark.parametrize(
-    ("keys", "screen"), [(k, s) for _, k, s in SCREENS], ids=[n for n, *_ in SCREENS]
+    ("keys", "screen", "before_q"),
+    [(k, s, b) for _, k, s, b in SCREENS],
+    ids=[n for n, *_ in SCREENS],
 )
 @sync
 async def test_escape_closes_every_screen_and_q_quits_from_it(
-    keys: tuple[str, ...], screen: str
+    keys: tuple[str, ...], screen: str, before_q: tuple[str, ...]
 ) -> None:
     app = app_for()
     async with app.run_test(size=SIZE) as pilot:
@@ -99,7 +106,7 @@ async def test_escape_closes_every_screen_and_q_quits_from_it(
         await pilot.press(*keys)
         await settle(app, pilot)
         assert type(app.screen).__name__ == screen
-        await pilot.press("q")
+        await pilot.press(*before_q, "q")
         await pilot.pause()
     assert app.return_code == 0, f"q on {screen} did not quit the console"
     assert not app.is_running
@@ -412,6 +419,16 @@ async def test_csv_export_asks_before_overwriting(tmp_path: Any) -> None:
         await pilot.press("y")
         await settle(app, pilot)
         assert target.read_text().startswith("id,tenant_id,period"), "overwritten once confirmed"
+        await export()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("escape")  # esc: not overwritten, back on the duplicates screen
+        await settle(app, pilot)
+        assert app.screen is dupes
+        await export()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running, "q on the overwrite question quits"
 
 
 @sync
