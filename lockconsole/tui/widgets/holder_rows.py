@@ -162,10 +162,12 @@ def _matches(row: HolderRow, needle: str) -> bool:
 
 
 def _order(sort: SortBy) -> Callable[[HolderRow], tuple[object, ...]]:
-    """How the holders of a group are ordered: granted first, then by database, key and pid;
-    or by one column (the age by its start, a pid by its number)."""
+    """How the holders of a group are ordered: stale holders first (what an operator looks
+    for), then the other granted ones, waiters last, each by database, key and pid; or by one
+    column (the age by its start, a pid by its number)."""
     if sort is None:
-        return lambda r: (r.flag == "waiting", r.cells[7], r.cells[2], r.cells[3])
+        rank = {"stale": 0, "waiting": 2}
+        return lambda r: (rank.get(r.flag, 1), r.cells[7], r.cells[2], r.cells[3])
     column = FIELDS.index(sort[0])
     if sort[0] == "FOR":  # the longest held first when ascending by age
         return lambda r: (r.since is None, r.since.timestamp() if r.since else 0.0)
