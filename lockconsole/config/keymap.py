@@ -51,7 +51,8 @@ def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Excep
         if not isinstance(binding, str) or not binding.strip():
             raise error(action, f'must be a key like "q", not {binding!r}')
     effective = {**DEFAULT_KEYS, **FIXED_KEYS, **keymap}
-    for action in (*keymap, *DEFAULT_KEYS, *FIXED_KEYS):  # the rebound ones first: they name the clash
+    # the rebound ones first: they name the clash
+    for action in (*keymap, *DEFAULT_KEYS, *FIXED_KEYS):
         for key in str(effective[action]).split(","):
             other = bound.setdefault(key.strip(), action)
             if other != action:
