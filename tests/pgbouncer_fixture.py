@@ -121,9 +121,7 @@ def pgbouncer_session(pg_url: str) -> Iterator[str]:
     yield from _pgbouncer(pg_url, "session")
 
 
-def _pgbouncer(
-    pg_url: str, mode: str, pool: str = "default_pool_size = 4\n"
-) -> Iterator[str]:
+def _pgbouncer(pg_url: str, mode: str, pool: str = "default_pool_size = 4\n") -> Iterator[str]:
     target = parse_url(pg_url)
     if not target.host or target.host.startswith("/"):
         _unavailable(f"the test PostgreSQL ({target.masked}) has no TCP port for PgBouncer")
