@@ -204,6 +204,12 @@ def test_mysql_and_lease_names_default_to_the_job_name() -> None:
     assert lease.max_duration == timedelta(hours=1)  # lockAtMostFor is never unbounded
 
 
+def test_every_console_action_can_be_rebound() -> None:
+    """The audit screen's id is known to [keys] like the others (its "a" is taken, too)."""
+    config = parse(DB + '[keys]\naudit = "A"\ntrigger = "T"\n')
+    assert config.keymap == {"audit": "A", "trigger": "T"}
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [

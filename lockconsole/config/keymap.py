@@ -14,6 +14,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "describe": "i",
     "timeline": "s",
     "filter": "slash",
+    "audit": "a",
     "group": "g",
     "maximise": "z",
     "sort_next": "greater_than_sign",
@@ -29,11 +30,19 @@ DEFAULT_KEYS: dict[str, str] = {
     "close_filter": "escape",
 }
 
+# action id -> key of the console's bindings that keep their key: not rebindable, but no other
+# action may take their key (ctrl+c quits on every screen, ahead of everything)
+FIXED_KEYS: dict[str, str] = {
+    "interrupt": "ctrl+c",
+}
+
 
 def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Exception]) -> None:
     """Raise error(action, message) for an unknown action id, a non-key, or a key bound twice."""
     bound: dict[str, str] = {}
     for action, binding in keymap.items():
+        if action in FIXED_KEYS:
+            raise error(action, f"{action!r} keeps its key {FIXED_KEYS[action]!r}")
         if action not in DEFAULT_KEYS:
             raise error(
                 action,
@@ -41,8 +50,9 @@ def check_keymap(keymap: Mapping[str, object], error: Callable[[str, str], Excep
             )
         if not isinstance(binding, str) or not binding.strip():
             raise error(action, f'must be a key like "q", not {binding!r}')
-    effective = {**DEFAULT_KEYS, **keymap}
-    for action in (*keymap, *DEFAULT_KEYS):  # the rebound ones first: they name the clash
+    effective = {**DEFAULT_KEYS, **FIXED_KEYS, **keymap}
+    # the rebound ones first: they name the clash
+    for action in (*keymap, *DEFAULT_KEYS, *FIXED_KEYS):
         for key in str(effective[action]).split(","):
             other = bound.setdefault(key.strip(), action)
             if other != action:

@@ -145,7 +145,7 @@ class LockConsoleApp(App[int]):
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
         merged = carry_over(previous, fresh, self.facade.config)
-        rows = layout(merged.holders, group_by, text_filter, sort)
+        rows = layout(merged.holders, group_by, text_filter, sort, self.zone)
         self.post_message(SnapshotLoaded(merged, rows, took))
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
@@ -164,7 +164,9 @@ class LockConsoleApp(App[int]):
             self.text_filter,
             self.holder_sort,
         ):
-            rows = layout(snap.holders, self.group_by, self.text_filter, self.holder_sort)
+            rows = layout(
+                snap.holders, self.group_by, self.text_filter, self.holder_sort, self.zone
+            )
         self.snapshot = snap
         for alert in snap.alerts:  # each new alert once, in the log (o shows it)
             # a stale holder's message counts up its idle time: the same alert all along

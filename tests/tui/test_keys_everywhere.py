@@ -68,24 +68,31 @@ def select_holder(app: LockConsoleApp, pick: Any) -> Holder:
     return holder
 
 
-# (name, keys from the dashboard, the screen's class name)
+# (name, keys from the dashboard, the screen's class name, keys before q): a modal with a
+# text field takes q as text while the field has the focus, so Tab goes to its buttons first
 SCREENS = [
-    ("help", ("question_mark",), "HelpScreen"),
-    ("run detail", ("3", "enter"), "RunDetailScreen"),
-    ("describe job", ("1", "enter"), "JobScreen"),
-    ("describe holder", ("2", "i"), "HolderScreen"),
-    ("timeline", ("1", "s"), "TimelineScreen"),
-    ("duplicates", ("1", "d"), "DuplicatesScreen"),
-    ("trigger question", ("1", "t"), "TriggerModal"),
+    ("help", ("question_mark",), "HelpScreen", ()),
+    ("run detail", ("3", "enter"), "RunDetailScreen", ()),
+    ("describe job", ("1", "enter"), "JobScreen", ()),
+    ("describe holder", ("2", "i"), "HolderScreen", ()),
+    ("timeline", ("1", "s"), "TimelineScreen", ()),
+    ("duplicates", ("1", "d"), "DuplicatesScreen", ()),
+    ("trigger question", ("1", "t"), "TriggerModal", ()),
+    ("rerun a slot", ("3", "home", "t"), "TriggerModal", ()),
+    ("audit", ("a",), "AuditScreen", ()),
+    ("pause", ("1", "home", "P"), "PauseModal", ("tab",)),
+    ("release", ("2", "home", "x"), "ReleaseModal", ("tab",)),
 ]
 
 
 @pytest.mark.parametrize(
-    ("keys", "screen"), [(k, s) for _, k, s in SCREENS], ids=[n for n, *_ in SCREENS]
+    ("keys", "screen", "before_q"),
+    [(k, s, b) for _, k, s, b in SCREENS],
+    ids=[n for n, *_ in SCREENS],
 )
 @sync
 async def test_escape_closes_every_screen_and_q_quits_from_it(
-    keys: tuple[str, ...], screen: str
+    keys: tuple[str, ...], screen: str, before_q: tuple[str, ...]
 ) -> None:
     app = app_for()
     async with app.run_test(size=SIZE) as pilot:
@@ -99,7 +106,7 @@ async def test_escape_closes_every_screen_and_q_quits_from_it(
         await pilot.press(*keys)
         await settle(app, pilot)
         assert type(app.screen).__name__ == screen
-        await pilot.press("q")
+        await pilot.press(*before_q, "q")
         await pilot.pause()
     assert app.return_code == 0, f"q on {screen} did not quit the console"
     assert not app.is_running
@@ -274,6 +281,47 @@ async def test_describe_a_job_shows_config_next_firings_and_last_runs() -> None:
 
 
 @sync
+async def test_every_time_shown_is_in_the_consoles_zone() -> None:
+    """`[console] timezone` (Asia/Kolkata, UTC+05:30): the holders' notes, the describe screens
+    and the release modal show their times in it, and the status line names it."""
+    console = SampleConsole()
+    settings = replace(console.config.console, timezone="Asia/Kolkata")
+    console.config = replace(console.config, console=settings)
+    app = app_for(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        assert "Asia/Kolkata" in plain(app, "#status")
+        lease = next(
+            r
+            for r in app.query_one(HoldersView).model.rows
+            if r.flag == "held" and r.holder is not None and r.holder.kind == "lease"
+        )
+        assert "lease until 07:50:00" in lease.cells[6], lease.cells  # 02:20 UTC
+
+        select_holder(app, lambda h: h.job == "nightly_billing" and h.granted)
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HolderScreen)
+        fields = plain(app, "#describe-fields")  # held since 02:00:00 UTC
+        assert "2026-11-29 07:30:00 Asia/Kolkata" in fields and "UTC" not in fields, fields
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ReleaseModal)
+        details = plain(app, "#details Static")
+        assert "2026-11-29 07:30:00 Asia/Kolkata" in details and "UTC" not in details, details
+        await pilot.press("escape")
+        await settle(app, pilot)
+
+        await pilot.press("1", "home", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, JobScreen)
+        firings = plain(app, "#describe-firings")  # cron 0 2 * * * in UTC
+        assert firings.count("07:30:00 Asia/Kolkata") == 5 and "UTC" not in firings, firings
+        runs = plain(app, "#describe-runs")
+        assert "07:30:00 Asia/Kolkata" in runs and "UTC" not in runs, runs
+
+
+@sync
 async def test_palette_zoom_sort_log_overlay_collapse_and_header() -> None:
     console = SampleConsole()
     console.set_snapshot(replace(console.snapshot(), runs=(), slots=()))  # an empty history
@@ -371,6 +419,16 @@ async def test_csv_export_asks_before_overwriting(tmp_path: Any) -> None:
         await pilot.press("y")
         await settle(app, pilot)
         assert target.read_text().startswith("id,tenant_id,period"), "overwritten once confirmed"
+        await export()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("escape")  # esc: not overwritten, back on the duplicates screen
+        await settle(app, pilot)
+        assert app.screen is dupes
+        await export()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running, "q on the overwrite question quits"
 
 
 @sync

@@ -1,7 +1,8 @@
 """Snapshots of the dashboard's layout at 80x24, 100x30 and 200x60, with and without colour:
 many holders and an empty run history (it collapses to its title; the holders get the room),
 a long stale reason, and cells cut with an ellipsis where a value is wider than its column
-can grow (a long application name, a long lock key). Plus the describe screen of the stale
+can grow (a long application name, a long lock key), in view at every size: stale holders come
+first in their group. Plus the describe screen of the stale
 holder at 80x24, where the stale reason and the query are in view.
 
 Regenerate with `pytest tests/tui/test_layout_snapshots.py --snapshot-update`, then look.
@@ -124,6 +125,27 @@ def test_a_cut_cell_ends_in_an_ellipsis_and_widths_follow_the_data() -> None:
     assert rows.widths["WHO"] == MAX_WIDTHS["WHO"]
     few = layout(sample_holders()[:1])
     assert few.widths["WHO"] < MAX_WIDTHS["WHO"], "a column is as wide as its data, no wider"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)], ids=["80x24", "100x30"])
+@sync
+async def test_stale_holders_come_first_so_small_terminals_show_them(
+    size: tuple[int, int],
+) -> None:
+    """What the small snapshots must show, in view without scrolling: the stale holders (first
+    in their group), the long stale reason's start, and the long name cut with '…'."""
+    app = LockConsoleApp(crowded_console(), clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=size) as pilot:
+        await first_data(app, pilot)
+        view = app.query_one(HoldersView)
+        assert view.scroll_y == 0
+        lines = [view.render_line(y).text for y in range(view.size.height)]
+        odd = next((ln for ln in lines if "41234" in ln), None)
+        assert odd is not None, lines
+        assert odd.startswith("! STALE") and "quarterly-revenue-reconcili" in odd and "…" in odd
+        assert "STALE: held 3h12m"[: len(odd) - odd.index("STALE: ")] in odd, odd
+        unmapped = [ln for ln in lines if ln.startswith(("! STALE", "? UNMAPPED"))]
+        assert unmapped[:2] == [ln for ln in lines if ln.startswith("! STALE")], "stale first"
 
 
 @sync

@@ -1,5 +1,6 @@
 """Quitting the console while a run it triggered goes on: it asks; "stop" stops the run
-(recorded, lock released) and then quits; "wait" quits when the run ends; Escape stays.
+(recorded, lock released) and then quits; "wait" (w, or q again: a second
+quit never stops a run unasked) quits when the run ends; Escape stays.
 Real PostgreSQL and a real child process."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from textual.widgets import DataTable
 
 from lockconsole.backends.ledger.store import Ledger
@@ -94,7 +96,8 @@ def test_quit_asks_then_stops_the_run(pg_url, pg_conn, uid, tmp_path) -> None:
     assert "finished" not in marks.read_text(), "the job was stopped"
 
 
-def test_quit_and_wait_lets_the_run_finish(pg_url, pg_conn, uid, tmp_path) -> None:
+@pytest.mark.parametrize("key_", ["w", "q"])  # q again: quit as asked, by waiting
+def test_quit_and_wait_lets_the_run_finish(pg_url, pg_conn, uid, tmp_path, key_) -> None:
     job, key = f"qwait_{uid}", int(uid[:8], 16) + 17
     marks = tmp_path / "marks"
     told = tmp_path / "finish"
@@ -107,7 +110,7 @@ def test_quit_and_wait_lets_the_run_finish(pg_url, pg_conn, uid, tmp_path) -> No
             await _until(pilot, marks.exists)
             await pilot.press("q")
             await _until(pilot, lambda: isinstance(app.screen, QuitRunModal))
-            await pilot.press("w")
+            await pilot.press(key_)
             await pilot.pause(0.2)
             assert app.return_code is None, "it waits for the run"
             told.touch()

@@ -1,6 +1,7 @@
 """Steering from the dashboard: the pause key (a modal asks for the note, the jobs pane shows who
 paused the job, since when and why; the same key on a paused job asks, then resumes it;
-read-only refuses it), and the run detail showing the run's kept output."""
+read-only refuses it), the run detail showing the run's kept output, and the trigger asking
+where: on the fleet (on any instance, or on one named instance) or here."""
 
 from __future__ import annotations
 
@@ -97,7 +98,9 @@ async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> 
         app.query_one("#jobs", DataTable).focus()
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
-        await pilot.press("enter")  # the default: on the fleet
+        offered = app.screen.query_one("#instance", Input).placeholder
+        assert "lately: web-" in offered, offered  # where the job ran, from the ledger's runs
+        await pilot.press("enter")  # the default: on the fleet, on any instance
 
         def log() -> str:
             return "\n".join(line.text for line in app.query_one("#log", RichLog).lines)
@@ -136,3 +139,59 @@ async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> 
         await pilot.press("enter")
         await until(pilot, lambda: console.requested_slots == [run.slot], what="the request")
         assert console.triggered == []
+
+
+def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str) -> None:
+    """`t`, then `i` and an instance's name: the request is for web-2 only, and with web-1
+    serving the job as well, web-2 runs it (real PostgreSQL, two request servers)."""
+    import asyncio
+
+    from textual.widgets import RichLog
+
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.loader import parse_config
+    from lockconsole.console.facade import Console
+    from lockconsole.serving import RequestServer
+    from lockconsole.tui.screens.fleet import TriggerModal
+
+    job = f"billing_{uid}"
+    config = parse_config(
+        f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "pg"\n'
+        f'strategy = "pg-session"\nkey = {int(uid[:8], 16) + 29}\n'
+        'command = ["sh", "-c", "echo ran"]\n',
+        "<test>",
+    )
+    servers = [
+        RequestServer(config, [config.job(job)], instance=name, poll=0.2).start()
+        for name in ("web-1", "web-2")
+    ]
+    console = Console(config, instance="ops")
+
+    async def body() -> None:
+        app = LockConsoleApp(console, refresh=3600)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: app.snapshot is not None, what="the first snapshot")
+            await settle(app, pilot)
+            table = app.query_one("#jobs", DataTable)
+            table.focus()
+            table.move_cursor(row=table.get_row_index(job))
+            await pilot.press("t")
+            await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
+            await pilot.press("i", *"web-2", "enter")
+
+            def log() -> str:
+                return "\n".join(line.text for line in app.query_one("#log", RichLog).lines)
+
+            await until(pilot, lambda: "queued for web-2" in log(), what="the request")
+            await until(pilot, lambda: "running on web-2" in log(), what="web-2 taking it")
+            await until(pilot, lambda: "succeeded on web-2" in log(), what="its outcome")
+
+    try:
+        asyncio.run(body())
+    finally:
+        for server in servers:
+            server.stop()
+        console.close()
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        runs = ledger.runs(job)
+    assert [(r.instance, r.outcome, r.trigger) for r in runs] == [("web-2", "succeeded", "manual")]

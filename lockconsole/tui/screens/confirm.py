@@ -1,14 +1,23 @@
 """Confirmation modals: a yes/no question, and the force-release of one lock holder.
 
 ConfirmModal(title, body)  -> bool   y / Enter confirm; n / Escape cancel
-ReleaseModal(holder)       -> bool   shows what will be ended; typing the job name (or the
+ReleaseModal(holder, blocks, zone)
+                           -> bool   shows what will be ended (times in the console's zone);
+                                     typing the job name (or the
                                      key, for an unmapped holder) enables Release; a waiter
                                      cannot be released, so it only offers Cancel
 QuitRunModal(job)          -> str    quitting with a triggered run going: "stop" (s) it and
-                                     quit, "wait" (w) for it and quit, or "cancel" (Escape)
+                                     quit, "wait" (w, or q: asking to quit again never stops
+                                     a run) for it and quit, or "cancel" (Escape)
+
+A modal sees no app keys, so each binds q to quit. Where the modal has a text field (the job
+name a release asks for), q is text while the field has the focus (a job name may hold a q):
+Tab to the buttons, then q quits; ctrl+c quits from anywhere.
 """
 
 from __future__ import annotations
+
+from datetime import tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -96,13 +105,19 @@ class ReleaseModal(ModalScreen[bool]):
         & Input.-wrong { border: tall $error; }
     }"""
     )
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="release_cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="release_cancel"),
+        Binding("q", "app.quit", "Quit", show=False, id="quit_from_release"),
+    ]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
-    def __init__(self, holder: Holder, blocks: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, holder: Holder, blocks: tuple[int, ...] = (), zone: tzinfo | None = None
+    ) -> None:
         super().__init__()
         self.holder = holder
         self.blocks = blocks
+        self.zone = zone
         self.expected = holder_label(holder)
 
     def compose(self) -> ComposeResult:
@@ -111,7 +126,7 @@ class ReleaseModal(ModalScreen[bool]):
             title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
             yield Static(shown(title), id="title", markup=False)
             with VerticalScroll(id="details"):
-                yield Static(holder_details(h, self.blocks))
+                yield Static(holder_details(h, self.blocks, self.zone))
             if h.granted:
                 what = "job name" if h.job else "key"
                 yield Static(
@@ -180,6 +195,8 @@ class QuitRunModal(ModalScreen[str]):
         Binding("s", "choose('stop')", "Stop the run", id="quit_stop"),
         Binding("w", "choose('wait')", "Wait for it", id="quit_wait"),
         Binding("escape", "choose('cancel')", "Cancel", id="quit_cancel"),
+        # q again: quit, as asked, but never by stopping a run unasked: wait for it
+        Binding("q", "choose('wait')", "Wait for it", show=False, id="quit_again"),
     ]
 
     def __init__(self, job: str) -> None:

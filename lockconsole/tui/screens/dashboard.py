@@ -147,7 +147,7 @@ class DashboardScreen(Screen[None]):
         view.show(
             rows
             if rows is not None
-            else layout(snap.holders, host.group_by, host.text_filter, host.holder_sort)
+            else layout(snap.holders, host.group_by, host.text_filter, host.holder_sort, host.zone)
         )
         model = view.model
         shown = model.shown

@@ -115,7 +115,9 @@ class SelectionActions:
             if release is True:
                 self.ask_release(holder)
 
-        host.push_screen(HolderScreen(holder, blocks, read_only=host.read_only), chosen)
+        host.push_screen(
+            HolderScreen(holder, blocks, zone=host.zone, read_only=host.read_only), chosen
+        )
 
     def describe_job(self) -> None:
         from lockconsole.tui.screens.describe import JobScreen
@@ -132,7 +134,9 @@ class SelectionActions:
             if choice == "trigger":
                 self.ask_trigger(status.job.name)
 
-        screen = JobScreen(status, snap.runs, now=host.clock(), read_only=host.read_only)
+        screen = JobScreen(
+            status, snap.runs, now=host.clock(), zone=host.zone, read_only=host.read_only
+        )
         host.push_screen(screen, chosen)
 
     def describe_run(self) -> None:
@@ -195,18 +199,30 @@ class SelectionActions:
         if spec is None or not (spec.command or spec.callable):
             self._warn(f"Nothing to trigger: {job} has no command or callable in the config")
             return
-        from lockconsole.tui.screens.fleet import TriggerModal, request_on_fleet
+        from lockconsole.tui.screens.fleet import TriggerModal, Where, request_on_fleet
 
         what = " ".join(spec.command) if spec.command else "its callable"
         slot = self.selected_slot()  # from the history pane: rerun that slot on the fleet
 
-        def chosen(where: str | None) -> None:
-            if where == "fleet":
-                request_on_fleet(cast(Any, host), cast(Any, host), job, slot)
-            elif where == "here":
+        def chosen(where: Where | None) -> None:
+            if where is None:
+                return
+            if where.place == "fleet":
+                request_on_fleet(cast(Any, host), cast(Any, host), job, slot, where.instance)
+            else:
                 host.start_trigger(job)
 
-        host.push_screen(TriggerModal(job, what, slot), chosen)
+        host.push_screen(TriggerModal(job, what, slot, self.instances_of(job)), chosen)
+
+    def instances_of(self, job: str, most: int = 5) -> list[str]:
+        """The instances the job ran on lately (the ledger's runs), newest first."""
+        snap = self.dashboard.host.snapshot
+        runs = sorted(
+            (r for r in (snap.runs if snap is not None else ()) if r.job == job and r.instance),
+            key=lambda r: r.started_at,
+            reverse=True,
+        )
+        return list(dict.fromkeys(r.instance for r in runs))[:most]
 
     def selected_slot(self) -> datetime | None:
         """The scheduled slot of the history pane's selected run, when that pane has focus."""
@@ -260,4 +276,4 @@ class SelectionActions:
                 host.start_release(holder)
 
         holders = host.snapshot.holders if host.snapshot is not None else ()
-        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders)), confirmed)
+        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders), host.zone), confirmed)

@@ -1,7 +1,12 @@
 """Describe one lock holder or one job: every field on a screen of its own.
 
-    HolderScreen(holder, blocks=(), read_only=False)   -> bool: True when release was chosen
-    JobScreen(status, runs, now=..., read_only=False)  -> str | None: "trigger" when chosen
+    HolderScreen(holder, blocks=(), zone=None, read_only=False)   -> bool: True when release
+                                                                     was chosen
+    JobScreen(status, runs, now=..., zone=None, read_only=False)  -> str | None: "trigger"
+                                                                     when chosen
+
+Their times are in the console's zone (`[console] timezone`, UTC by default), each stamp naming
+it, as the status line of the dashboard underneath does.
 
 Both work in --read-only mode (they only show). From a holder, `x` asks to force-release it
 (the dashboard runs it); from a job, `t` asks to trigger it. Refused there with a notice in
@@ -11,7 +16,7 @@ Both work in --read-only mode (they only show). From a holder, `x` asks to force
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from rich.table import Table
 from rich.text import Text
@@ -65,10 +70,18 @@ class HolderScreen(DescribeScreen):
         Binding("x", "release", "Release", id="describe_release"),
     ]
 
-    def __init__(self, holder: Holder, blocks: Sequence[int] = (), *, read_only: bool = False):
+    def __init__(
+        self,
+        holder: Holder,
+        blocks: Sequence[int] = (),
+        *,
+        zone: tzinfo | None = None,
+        read_only: bool = False,
+    ):
         super().__init__(read_only=read_only)
         self.holder = holder
         self.blocks = tuple(blocks)
+        self.zone = zone
 
     def compose(self) -> ComposeResult:
         h = self.holder
@@ -76,7 +89,7 @@ class HolderScreen(DescribeScreen):
         title = f"Lock {what} · {h.job or h.key} · {h.database}"
         yield Static(shown(title), id="describe-title", markup=False)
         with VerticalScroll(id="describe-body"):
-            yield Static(holder_details(h, self.blocks), id="describe-fields")
+            yield Static(holder_details(h, self.blocks, self.zone), id="describe-fields")
             if h.granted:
                 line = f"x: {release_target(h)} (asks first)"
                 if self.read_only:
@@ -142,14 +155,14 @@ def next_firings(status: JobStatus, now: datetime, count: int = FIRINGS) -> list
     return out
 
 
-def last_runs(runs: Sequence[Run], now: datetime) -> Table:
+def last_runs(runs: Sequence[Run], now: datetime, zone: tzinfo | None = None) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
     for name in ("slot", "instance", "outcome", "took", "message"):
         table.add_column(name, no_wrap=name != "message", overflow="fold")
     for run in sorted(runs, key=lambda r: (r.started_at, r.id or 0), reverse=True)[:LAST_RUNS]:
         mark = "✖ " if run.outcome in ("failed", "lock_lost") else ""
         table.add_row(
-            times.stamp(run.slot),
+            times.stamp(run.slot, tz=zone),
             data_text(run.instance, limit=30),
             Text(mark + run.outcome),
             times.duration(run.started_at, run.finished_at),
@@ -168,9 +181,16 @@ class JobScreen(DescribeScreen):
     ]
 
     def __init__(
-        self, status: JobStatus, runs: Sequence[Run], *, now: datetime, read_only: bool = False
+        self,
+        status: JobStatus,
+        runs: Sequence[Run],
+        *,
+        now: datetime,
+        zone: tzinfo | None = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__(read_only=read_only)
+        self.zone = zone
         self.status = status
         self.runs = [r for r in runs if r.job == status.job.name]
         self.now = now
@@ -183,14 +203,16 @@ class JobScreen(DescribeScreen):
             fires = next_firings(self.status, self.now)
             yield Static("Next firings", classes="heading")
             text = (
-                "\n".join(f"{times.stamp(f)}  (in {times.age(self.now, f)})" for f in fires)
+                "\n".join(
+                    f"{times.stamp(f, tz=self.zone)}  (in {times.age(self.now, f)})" for f in fires
+                )
                 or "none: the job has no schedule"
             )
             yield Static(text, id="describe-firings", markup=False)
             ran = len(self.runs)
             yield Static(f"Last runs ({min(ran, LAST_RUNS)} of {ran})", classes="heading")
             if self.runs:
-                yield Static(last_runs(self.runs, self.now), id="describe-runs")
+                yield Static(last_runs(self.runs, self.now, self.zone), id="describe-runs")
             else:
                 yield Static("none in the ledger's lookback window", markup=False)
         yield Footer()

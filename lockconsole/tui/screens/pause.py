@@ -41,7 +41,11 @@ class PauseModal(ModalScreen[str | None]):
     """The note of a pause: why the job must not run (everyone sees it)."""
 
     DEFAULT_CSS = "PauseModal {" + DIALOG_CSS + "}"
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="pause_cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="pause_cancel"),
+        # q is text in the note; from the buttons (Tab) it quits, as on every screen
+        Binding("q", "app.quit", "Quit", show=False, id="quit_from_pause"),
+    ]
 
     def __init__(self, job: str) -> None:
         super().__init__()

@@ -1,9 +1,11 @@
 """Every fact about one lock holder, as the describe screen and the release dialog show it.
 
-holder_details(holder, blocks=())   a two-column grid: the stale reason first, then every
+holder_details(holder, blocks=(), zone=None)
+                                    a two-column grid: the stale reason first, then every
                                     field (key, job, database, pid, user, application,
                                     client, backend and transaction start, state, query,
-                                    who it blocks or waits for)
+                                    who it blocks or waits for), times in the
+                                    console's zone
 release_target(holder)              one line saying exactly what a force-release ends
 holder_label(holder)                what typing confirms: the job name, or the key
 """
@@ -11,7 +13,7 @@ holder_label(holder)                what typing confirms: the job name, or the k
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from rich.table import Table
 from rich.text import Text
@@ -55,16 +57,16 @@ def blocked_pids(holder: Holder, holders: Iterable[Holder]) -> tuple[int, ...]:
     )
 
 
-def holder_details(holder: Holder, blocks: Sequence[int] = ()) -> Table:
+def holder_details(holder: Holder, blocks: Sequence[int] = (), zone: tzinfo | None = None) -> Table:
     """Every fact about the holder an operator needs, as a two-column grid (stale reason first,
-    so a short dialog shows it without scrolling)."""
+    so a short dialog shows it without scrolling); its times in `zone` (UTC by default)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
 
     def add(label: str, value: object) -> None:
         if value not in (None, ""):
-            text = times.stamp(value) if isinstance(value, datetime) else str(value)
+            text = times.stamp(value, tz=zone) if isinstance(value, datetime) else str(value)
             grid.add_row(label, data_text(text, limit=DETAIL_WIDTH))
 
     if holder.stale:
@@ -99,7 +101,7 @@ def holder_details(holder: Holder, blocks: Sequence[int] = ()) -> Table:
     add("transaction start", holder.xact_start)
     state = holder.state
     if state and holder.state_since:
-        state = f"{state} since {times.stamp(holder.state_since)}"
+        state = f"{state} since {times.stamp(holder.state_since, tz=zone)}"
     add("state", state)
     add("query", holder.query)
     if holder.granted:

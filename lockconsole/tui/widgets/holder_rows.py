@@ -1,6 +1,6 @@
 """The holders view's rows, laid out from an immutable snapshot (pure: no Textual, no I/O).
 
-`layout(holders, group_by, text_filter)` groups the holders by job or by session, sorts
+`layout(holders, group_by, text_filter, sort, zone)` groups the holders by job or by session, sorts
 them, marks waiters, stale holders and unmapped keys, and says who blocks whom. It runs in
 the refresh worker, so the UI thread only swaps the result in and paints the visible rows.
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Literal
 
 from lockconsole.model.views import Holder
 from lockconsole.text.safe import shown
+from lockconsole.text.times import clock
 
 GroupBy = Literal["job", "session"]
 Flag = Literal["header", "held", "waiting", "stale", "unmapped"]
@@ -88,7 +89,7 @@ def _who(h: Holder) -> str:
     return f"{who} {h.client_addr}" if h.client_addr else who
 
 
-def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> str:
+def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]], zone: tzinfo | None) -> str:
     parts = []
     if not h.granted:
         by = ",".join(map(str, h.blocked_by)) or "?"
@@ -104,13 +105,16 @@ def _note(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> str:
         parts.append("UNMAPPED key: no configured job")
     if h.lock_until is not None:
         what = "TTL until" if h.kind == "redis" else "lease until"
-        parts.append(f"{what} {h.lock_until:%H:%M:%S}")
+        # the time of day in the console's zone (a lease or a TTL ends within hours)
+        parts.append(f"{what} {clock(h.lock_until, h.lock_until, zone)}")
     if h.hidden:
         parts.append(h.hidden)
     return "; ".join(parts)
 
 
-def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> HolderRow:
+def _holder_row(
+    h: Holder, blocks: Mapping[tuple[str, int], list[int]], zone: tzinfo | None
+) -> HolderRow:
     flag = _flag(h)
     state = {"waiting": "⧗ WAIT", "stale": "! STALE", "unmapped": "? UNMAPPED", "held": "● held"}
     pid = str(h.pid) if h.pid is not None else ("redis" if h.kind == "redis" else "lease")
@@ -122,7 +126,7 @@ def _holder_row(h: Holder, blocks: Mapping[tuple[str, int], list[int]]) -> Holde
         pid,
         "",
         shown(_who(h)),
-        shown(_note(h, blocks)),
+        shown(_note(h, blocks, zone)),
         shown(h.database),
     )
     since = h.held_since or h.waiting_since or h.state_since
@@ -158,10 +162,12 @@ def _matches(row: HolderRow, needle: str) -> bool:
 
 
 def _order(sort: SortBy) -> Callable[[HolderRow], tuple[object, ...]]:
-    """How the holders of a group are ordered: granted first, then by database, key and pid;
-    or by one column (the age by its start, a pid by its number)."""
+    """How the holders of a group are ordered: stale holders first (what an operator looks
+    for), then the other granted ones, waiters last, each by database, key and pid; or by one
+    column (the age by its start, a pid by its number)."""
     if sort is None:
-        return lambda r: (r.flag == "waiting", r.cells[7], r.cells[2], r.cells[3])
+        rank = {"stale": 0, "waiting": 2}
+        return lambda r: (rank.get(r.flag, 1), r.cells[7], r.cells[2], r.cells[3])
     column = FIELDS.index(sort[0])
     if sort[0] == "FOR":  # the longest held first when ascending by age
         return lambda r: (r.since is None, r.since.timestamp() if r.since else 0.0)
@@ -195,6 +201,7 @@ def layout(
     group_by: GroupBy = "job",
     text_filter: str = "",
     sort: SortBy = None,
+    zone: tzinfo | None = None,
 ) -> HolderRows:
     """Rows for the holders view: a header per group, then its holders (granted first)."""
     holders = tuple(holders)
@@ -206,7 +213,7 @@ def layout(
     needle = text_filter.strip().lower()
     groups: dict[tuple[str, ...], list[HolderRow]] = defaultdict(list)
     for h in holders:
-        row = _holder_row(h, blocks)
+        row = _holder_row(h, blocks, zone)
         if needle and not _matches(row, needle):
             continue
         groups[_group_of(h, group_by)].append(row)
