@@ -13,11 +13,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 from test_controls import audit_rows, fleet_config
 
-from lockconsole.model.keys import name_to_int64
+from lockconsole.backends.factory import open_lock
+from lockconsole.config.loader import load_config
 
 from runner_helpers import lockconsole, runs_of
 
@@ -92,11 +92,12 @@ def test_a_request_for_one_instance_goes_there_and_progress_is_printed(
     assert [r.instance for r in runs_of(config, job)] == ["web-2"]
 
 
+@pytest.mark.mysql
 def test_a_request_nobody_takes_expires_with_its_reason(
-    pg_url, uid, write_config, cli_env, tmp_path
+    dialect_url, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     job = f"unserved_{uid}"
-    config = fleet_config(write_config, pg_url, job, tmp_path / "marks", "0 2 * * *")
+    config = fleet_config(write_config, dialect_url, job, tmp_path / "marks", "0 2 * * *")
     done = cli(config, "request", job, "--timeout", "1s", "--json", env=cli_env)
     assert done.returncode == 1, done.stderr
     final = request_json(done)
@@ -110,15 +111,20 @@ def _last_two_am(now: datetime) -> datetime:
     return slot if slot <= now - timedelta(minutes=6) else slot - timedelta(days=1)
 
 
+@pytest.mark.mysql
 def test_a_missed_slot_rerun_turns_ok_and_a_second_needs_force(
-    pg_url, uid, write_config, cli_env, tmp_path
+    dialect_url, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     job = f"missed_{uid}"
     marks = tmp_path / "marks"
-    config = fleet_config(write_config, pg_url, job, marks, "0 2 * * *")
+    config = fleet_config(write_config, dialect_url, job, marks, "0 2 * * *")
     slot = _last_two_am(datetime.now(UTC)).isoformat()
-    with psycopg.connect(pg_url, autocommit=True) as holder:  # the lock is held: web-1 skips
-        holder.execute("select pg_advisory_lock(%s)", (name_to_int64(job),))
+    cfg = load_config(str(config))
+    holder = open_lock(  # the job's own lock, held elsewhere: web-1 skips
+        cfg.job(job), cfg.database_for(cfg.job(job)), instance="web-0", application_name="test"
+    )
+    with holder:
+        assert holder.acquire()
         done = cli(config, "run", job, "--slot", slot, "--instance", "web-1", env=cli_env)
         assert done.returncode == 3, done.stderr
 
