@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,8 +18,13 @@ import pytest
 from test_controls import audit_rows, fleet_config
 
 from lockconsole.backends.factory import open_lock
-from lockconsole.config.loader import load_config
+from lockconsole.backends.ledger import requests
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config, parse_config
+from lockconsole.model.slots import utcnow
+from lockconsole.serving import RequestServer
 
+from helpers import DEADLINE, wait_for
 from runner_helpers import lockconsole, runs_of
 
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -188,3 +194,46 @@ def test_a_run_once_app_serves_requests_with_one_call(pg_url, uid, write_config,
     runs = runs_of(config, job)
     assert [(r.instance, r.outcome) for r in runs] == [("app-1", "succeeded")]
     assert not (tmp_path / "marks").exists()  # the app's function ran, not the config's command
+
+
+def test_a_notify_wakes_a_server_that_polls_hourly_beside_a_sqlite_ledger(pg_url, uid, tmp_path):  # type: ignore[no-untyped-def]
+    """The server polls once an hour, so only the request's NOTIFY can get it served before the
+    deadline; the server also serves a job whose ledger is SQLite, so it LISTENs on PostgreSQL
+    with several ledgers too, and it LISTENs before its first look (`looked`)."""
+    pg_job, lite_job = f"woken_{uid}", f"polled_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{pg_url}"\n'
+        f'[databases.lite]\nurl = "sqlite:///{tmp_path / "lite.db"}"\n'
+        f'[jobs.{pg_job}]\ndatabase = "main"\n'
+        f'[jobs.{lite_job}]\ndatabase = "lite"\nstrategy = "lease"\n',
+        "<test>",
+    )
+    ran = threading.Event()
+    targets = {pg_job: ran.set, lite_job: lambda: None}
+    jobs = list(config.jobs.values())
+    server = RequestServer(config, jobs, instance="web-1", targets=targets, poll=3600.0)
+    server.start()
+    try:
+        assert server.looked.wait(DEADLINE), "the server's first look"
+        with Ledger(config.ledger_for(config.job(pg_job))) as ledger:
+            now = utcnow()
+            asked = requests.submit(
+                ledger,
+                pg_job,
+                slot=None,
+                instance=None,
+                forced=False,
+                requested_by="test",
+                now=now,
+                expires_at=now + timedelta(hours=1),
+            )
+            assert ran.wait(DEADLINE), "only a NOTIFY could wake a server that polls hourly"
+
+            def final() -> requests.Request | None:
+                found = requests.get(ledger, asked)
+                return found if found is not None and found.final else None
+
+            done = wait_for(final, what="the request's outcome")
+    finally:
+        server.stop()
+    assert (done.state, done.served_by) == ("succeeded", "web-1")
