@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from lockconsole import run_once
+from lockconsole.backends.ledger.outputs import output_of
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import parse_config
+
 SECRET = "hunter2secret"
 LEAKY = (
     "import sys\n"
@@ -80,7 +85,10 @@ def test_a_failed_commands_output_tail_is_kept_masked(
     assert SECRET not in shown.stdout + shown.stderr
 
 
-def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+@pytest.mark.mysql
+def test_a_raising_callables_traceback_is_kept_masked(
+    dialect_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
     job = f"raising_{uid}"
     module = f"charging_{uid}"
     (tmp_path / f"{module}.py").write_text(RAISING, encoding="utf-8")
@@ -88,8 +96,9 @@ def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config,
     config = write_config(
         f"""
         [databases.main]
-        url = "{pg_url}"
+        url = "{dialect_url}"
         [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
         callable = "{module}:charge"
         """
     )
@@ -100,6 +109,32 @@ def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config,
     assert text.startswith("Traceback (most recent call last):")
     assert f'{module}.py", line 2, in charge' in text
     assert "ValueError: card declined" in text and "password=***" in text
+    assert SECRET not in text
+
+
+def _charge_in_the_body(dsn: str) -> None:
+    raise ConnectionError(f"cannot reach {dsn}")
+
+
+@pytest.mark.mysql
+def test_an_exception_out_of_a_run_once_body_keeps_its_traceback_masked(dialect_url, uid) -> None:  # type: ignore[no-untyped-def]
+    job = f"body_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{dialect_url}"\n'
+        f'[jobs.{job}]\nstrategy = "{strategy_of(dialect_url)}"\n',
+        "<test>",
+    )
+    with pytest.raises(ConnectionError), run_once(job, config=config, reuse_connections=False):
+        _charge_in_the_body(f"postgresql://billing:{SECRET}@db.internal/billing")
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        (run,) = ledger.runs(job)
+        assert run.id is not None and run.outcome == "failed"
+        found = output_of(ledger, run.id)
+    assert found is not None and found.output is not None
+    text = found.output
+    assert text.startswith("Traceback (most recent call last):")
+    assert "in _charge_in_the_body" in text and "test_run_output.py" in text
+    assert "ConnectionError: cannot reach postgresql://billing:***@db.internal/billing" in text
     assert SECRET not in text
 
 
