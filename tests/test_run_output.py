@@ -156,8 +156,9 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     run = json.loads(done.stdout.strip().splitlines()[-1])
     text = str(output_json(config, run["id"], cli_env)["output"])
     head, body = text.split("\n", 1)
-    assert head == f"[… {240000 - 65536} earlier bytes not kept]"
-    assert len(body.encode()) == 65536 and body.endswith("line 019999\n")
+    assert head == f"[… {240000 - len(body.encode())} earlier bytes not kept]"
+    assert 65536 - 12 < len(body.encode()) <= 65536  # from the first whole line of the last 64 KB
+    assert body.startswith("line ") and body.endswith("line 019999\n")
 
     quiet = cli(config, "run", job, "--manual", "--json", env=cli_env)
     assert quiet.returncode == 0, quiet.stderr
@@ -167,3 +168,57 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     assert missing.returncode == 1 and "no run 999999999999" in missing.stderr
     bad = cli(config, "output", "-5", env=cli_env)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+CUT_SECRET = "Zq9xWv7Kp3LmRt"  # no 4 characters of it are in the filler or the test's words
+KEPT = 65536  # the last 64 KB are kept
+MARGIN = 4096  # the tail the runner keeps is this much longer (masked before the last cut)
+
+
+def _across_the_cut(line: str, distance: int) -> str:
+    """Filler lines, `line`, filler lines: the byte `distance` from the end of it all falls in
+    the middle of CUT_SECRET in `line`."""
+    middle = line.index(CUT_SECRET) + len(CUT_SECRET) // 2
+    after = distance - (len(line) - middle)
+    filler = ("y" * 79 + "\n") * (after // 80) + (
+        "z" * (after % 80 - 1) + "\n" if after % 80 else ""
+    )
+    assert len(filler) == after
+    return ("x" * 79 + "\n") * 300 + line + filler
+
+
+@pytest.mark.parametrize(
+    "distance", [KEPT, KEPT + MARGIN], ids=["at the last cut", "at the tail's cut"]
+)
+@pytest.mark.parametrize("kind", ["url", "configured"])
+def test_no_fragment_of_a_password_survives_at_the_cut(
+    pg_url, uid, write_config, cli_env, tmp_path, kind, distance
+):  # type: ignore[no-untyped-def]
+    job = f"cut_{uid}"
+    line = (
+        f"connecting to postgresql://billing:{CUT_SECRET}@db.internal/billing\n"
+        if kind == "url"
+        else f"the billing token {CUT_SECRET} is in use\n"  # the configured password, bare
+    )
+    printed = tmp_path / "printed.txt"
+    printed.write_text(_across_the_cut(line, distance), encoding="utf-8")
+    script = tmp_path / "cut.py"
+    script.write_text(f"import sys\nsys.stdout.write(open({str(printed)!r}).read())\n")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [databases.billing]
+        url = "postgresql://billing:{CUT_SECRET}@127.0.0.1:1/billing"
+        [jobs.{job}]
+        database = "main"
+        command = ["{sys.executable}", "{script}"]
+        """
+    )
+    done = cli(config, "run", job, "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    text = str(output_json(config, run["id"], cli_env)["output"])
+    assert text.startswith("[… ") and text.endswith("\n")
+    fragments = {CUT_SECRET[i : i + 4] for i in range(len(CUT_SECRET) - 3)}
+    assert not [f for f in fragments if f in text], "a fragment of the password was kept"
