@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +29,11 @@ from lockconsole.config.urls import parse_url
 
 from helpers import unavailable
 
+# A login role a test may create for itself, to come through PgBouncer as an account without
+# privileges: unique per test session (roles are shared by every database of the server).
+PGBOUNCER_VIEWER = f"lc_pgb_viewer_{uuid.uuid4().hex[:8]}"
 # users PgBouncer lets in (auth_type = trust checks only that the name is listed)
-PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain")
+PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain", PGBOUNCER_VIEWER)
 
 # each running PgBouncer's log file, by the URL its fixture yielded
 LOGS: dict[str, Path] = {}
@@ -121,9 +125,7 @@ def pgbouncer_session(pg_url: str) -> Iterator[str]:
     yield from _pgbouncer(pg_url, "session")
 
 
-def _pgbouncer(
-    pg_url: str, mode: str, pool: str = "default_pool_size = 4\n"
-) -> Iterator[str]:
+def _pgbouncer(pg_url: str, mode: str, pool: str = "default_pool_size = 4\n") -> Iterator[str]:
     target = parse_url(pg_url)
     if not target.host or target.host.startswith("/"):
         _unavailable(f"the test PostgreSQL ({target.masked}) has no TCP port for PgBouncer")
