@@ -74,6 +74,9 @@ class RequestServer:
             self._thread.join(wait)
         for run in self._runs:
             run.join(wait)
+        if self._thread is None:  # never started (serve_once called directly): its ledgers
+            for name in list(self._ledgers):
+                self._drop(name)
 
     # --- the loop ------------------------------------------------------------------------
 
