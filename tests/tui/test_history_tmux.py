@@ -171,7 +171,8 @@ def test_every_ledger_attempt_is_on_screen_and_the_audit_shows_release_and_trigg
         assert "scheduled" in (history_line(first, "i-sskip") or "")
         assert "LOCK LOST" in (history_line(first, "i-lost") or "")
         assert "FAILED" in (history_line(first, "i-fail") or "")
-        assert "alerts" in (status_line(first) or "")  # the failed and lost-lock slots are this config's alerts
+        # the failed and lost-lock slots are this config's alerts
+        assert "alerts" in (status_line(first) or "")
         assert "other" not in " ".join(line for line in first if "⚠" in line)
 
         # a trigger from the console (mjob is the first job), then a force-release
