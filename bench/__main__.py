@@ -26,6 +26,7 @@ FIGURES = (
     "console",
     "ledger",
     "lock_loss",
+    "request_pickup",
 )
 
 

@@ -15,7 +15,8 @@ A skip never raises. If the lock is lost while the body runs, `run.lost` is set 
 `on_lock_lost` is called; the attempt is recorded as lock_lost.
 
 KeyboardInterrupt, SystemExit or SIGTERM never leave a lock held or an attempt "acquired":
-an exception out of the body is recorded (failed) and the lock released before it goes on;
+an exception out of the body is recorded (failed, with its traceback kept as the run's output,
+passwords masked) and the lock released before it goes on;
 SIGINT and SIGTERM that arrive while the lock is taken or given back are held until that step
 is done (a SIGINT while connecting ends the connect at once), then delivered as usual.
 
@@ -27,6 +28,7 @@ never while it holds a lock. `reuse_connections=False` opens and closes both per
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -126,6 +128,8 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                 attempt.finish("succeeded", exit_code=0)
             else:
                 code, message = _interruption(exc)
+                # the exception and its traceback, kept (masked, its tail) with the outcome
+                attempt.output = "".join(traceback.format_exception(exc_type, exc, tb))
                 attempt.finish("failed", exit_code=code, message=message)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:

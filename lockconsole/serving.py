@@ -2,11 +2,13 @@
 that runs `lockconsole schedule`, or in a Python app that calls `serve_requests`.
 
 A server looks for queued requests of its jobs (for this instance, or for any) in each ledger
-database: on PostgreSQL it LISTENs on `lockconsole_requests` and is woken by the NOTIFY the
-request sends (and looks every POLL_INTERVAL seconds too); elsewhere it looks every
-POLL_INTERVAL seconds. The first instance whose UPDATE finds a request still queued takes it and
-runs the job through the runner, under the job's lock, in its own environment; the request row
-gets the run's id and then its outcome. Queued requests past their expiry are marked expired.
+database: on every PostgreSQL ledger database it LISTENs on `lockconsole_requests` (before its
+first look, so no request falls between the two) and is woken by the NOTIFY the request sends
+(`backends/ledger/wakeups.py`), and it looks every POLL_INTERVAL seconds too, which is how
+requests reach it from MySQL/MariaDB and SQLite ledgers. The first instance whose UPDATE finds
+a request still queued takes it and runs the job through the runner, under the job's lock, in
+its own environment; the request row gets the run's id and then its outcome. Queued requests
+past their expiry are marked expired.
 
     from lockconsole import serve_requests
     server = serve_requests({"nightly_billing": nightly_billing})  # a daemon thread
@@ -21,9 +23,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lockconsole.backends import sqlfiles
 from lockconsole.backends.ledger import requests
 from lockconsole.backends.ledger.store import Ledger
+from lockconsole.backends.ledger.wakeups import LISTEN_WAIT, Wakeups
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.slots import utcnow
 
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lockconsole.serving")
 POLL_INTERVAL = 2.0  # seconds between looks for requests (PostgreSQL is also woken by NOTIFY)
-LISTEN_WAIT = 0.5  # seconds a PostgreSQL server waits for a NOTIFY before it checks for a stop
 
 
 class RequestServer:
@@ -57,7 +58,8 @@ class RequestServer:
         self._thread: threading.Thread | None = None
         self._runs: list[threading.Thread] = []
         self._ledgers: dict[str, Ledger] = {}
-        self._listener: Any = None
+        self.wake = threading.Event()  # set by a NOTIFY or a stop: look now
+        self.looked = threading.Event()  # set once LISTEN is done and every ledger was looked at
 
     def start(self) -> RequestServer:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="lockconsole-serve")
@@ -67,10 +69,14 @@ class RequestServer:
     def stop(self, wait: float = 30.0) -> None:
         """Stop looking for requests; wait (up to `wait` s) for the runs it started to end."""
         self.stopping.set()
+        self.wake.set()
         if self._thread is not None:
             self._thread.join(wait)
         for run in self._runs:
             run.join(wait)
+        if self._thread is None:  # never started (serve_once called directly): its ledgers
+            for name in list(self._ledgers):
+                self._drop(name)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -83,47 +89,26 @@ class RequestServer:
 
     def _loop(self) -> None:
         databases = self._ledger_databases()
-        pg = [d for d in databases.values() if d.url.dialect == "postgresql"]
+        wakeups = Wakeups(
+            list(databases.values()), wake=self.wake, stopping=self.stopping, retry=self.poll
+        )
         try:
+            wakeups.start()  # LISTEN first: a request queued after the first look wakes us
             while not self.stopping.is_set():
+                self.wake.clear()  # a NOTIFY from now on makes the wait below return at once
                 for database in databases.values():
                     try:
                         self.serve_once(database)
                     except Exception as exc:  # a database away now: look again later
                         log.warning("requests on %s: %s", database.url.masked, exc)
                         self._drop(database.name)
-                self._wait(pg[0] if len(pg) == 1 and len(databases) == 1 else None)
+                self.looked.set()
+                self.wake.wait(self.poll)  # a NOTIFY (PostgreSQL), the poll interval, or a stop
         finally:
+            self.stopping.set()  # the listening threads end with the loop
+            wakeups.join(LISTEN_WAIT * 4)
             for name in list(self._ledgers):
                 self._drop(name)
-            if self._listener is not None:
-                self._listener.close()
-
-    def _wait(self, pg: Database | None) -> None:
-        """Until the next look: a NOTIFY (PostgreSQL), POLL_INTERVAL, or a stop."""
-        if pg is None:
-            self.stopping.wait(self.poll)
-            return
-        try:
-            if self._listener is None:
-                from lockconsole.backends.connect import connect_pg
-
-                self._listener = connect_pg(pg.url, application_name="lockconsole:requests")
-                self._listener.execute(sqlfiles.load("listen_requests", "postgresql"))
-            waited = 0.0
-            while waited < self.poll and not self.stopping.is_set():
-                for _ in self._listener.notifies(timeout=LISTEN_WAIT, stop_after=1):
-                    return
-                waited += LISTEN_WAIT
-        except Exception as exc:  # the listening session is gone: poll, and listen again later
-            log.warning("listening for requests: %s", exc)
-            if self._listener is not None:
-                try:
-                    self._listener.close()
-                except Exception:
-                    pass
-            self._listener = None
-            self.stopping.wait(self.poll)
 
     def _drop(self, name: str) -> None:
         ledger = self._ledgers.pop(name, None)

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +29,11 @@ from lockconsole.config.urls import parse_url
 
 from helpers import unavailable
 
+# A login role a test may create for itself, to come through PgBouncer as an account without
+# privileges: unique per test session (roles are shared by every database of the server).
+PGBOUNCER_VIEWER = f"lc_pgb_viewer_{uuid.uuid4().hex[:8]}"
 # users PgBouncer lets in (auth_type = trust checks only that the name is listed)
-PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain")
+PGBOUNCER_USERS = ("postgres", "lockconsole_pgb_plain", PGBOUNCER_VIEWER)
 
 # each running PgBouncer's log file, by the URL its fixture yielded
 LOGS: dict[str, Path] = {}

@@ -304,6 +304,7 @@ def test_search_order(tmp_path: Path, cli_env: dict[str, str]) -> None:
     xdg.unlink()
     error = assert_one_line_error(lockconsole(cli_env, "config", cwd=work))
     assert "no configuration found" in error
+    assert error.endswith("; `lockconsole init` writes a starter file"), error
 
     # the same order in-process
     env = {"LOCKCONSOLE_CONFIG": str(env_file), "XDG_CONFIG_HOME": str(tmp_path / "none")}

@@ -1,7 +1,8 @@
 """Pause and resume a job on the whole fleet: real `lockconsole schedule` processes on
 PostgreSQL, MariaDB and SQLite (the lease path) find the pause in the ledger's database on their
 next attempt, record it as "paused" (with the note and who paused it) and run nothing; `check`
-reports a paused slot as paused, not missed; pauses and resumes are audited."""
+reports a paused slot as paused, not missed; a pause with --until ends by itself; pauses and
+resumes are audited."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from lockconsole import run_once
 from lockconsole.backends.sa import engine_for
 from lockconsole.config.loader import load_config
 from lockconsole.model.slots import utcnow
@@ -187,3 +189,30 @@ def test_firings_nobody_attempted_while_paused_are_paused_not_missed() -> None:
     by_hour = {r.slot.hour: r.status for r in paused}
     assert by_hour == {8: "ok", 9: "missed", 10: "paused", 11: "paused", 12: "paused"}
     assert [a.slot.hour for a in alerts(paused) if a.slot] == [9]
+
+
+@pytest.mark.mysql
+def test_a_pause_with_until_ends_by_itself(
+    dialect_url, uid, write_config, cli_env, tmp_path, empty_registry
+):  # type: ignore[no-untyped-def]
+    job = f"until_{uid}"
+    config = fleet_config(write_config, dialect_url, job, tmp_path / "marks", "0 2 * * *")
+    done = cli(
+        config, "pause", job, "--note", "deploy window", "--until", "3s", "--json", env=cli_env
+    )
+    assert done.returncode == 0, done.stderr
+    until = datetime.fromisoformat(json.loads(done.stdout)["paused"]["until"])
+    cfg = load_config(str(config))
+
+    def attempt_runs() -> bool:
+        with run_once(job, config=cfg, instance="web-1", trigger="manual") as run:
+            return run.acquired  # the body runs only once the pause has ended
+
+    wait_for(attempt_runs, what="an attempt after --until to run", interval=0.2)
+    runs = sorted(runs_of(config, job), key=lambda r: r.started_at)
+    assert runs[-1].outcome == "succeeded" and runs[-1].started_at >= until
+    for run in runs:  # paused exactly while the pause was in force, by each attempt's start
+        assert (run.outcome == "paused") == (run.started_at < until), (run.started_at, until)
+    assert cli(config, "resume", job, env=cli_env).returncode == 0  # nothing left to end
+    actions = [(a, r) for a, _, r in audit_rows(config, job)]
+    assert actions == [("pause", "paused"), ("resume", "not_paused")]

@@ -1,11 +1,14 @@
 """The README's least-privilege tables, grant by grant, with PostgreSQL roles made and dropped
-here: the ledger grants for running jobs (no CREATE needed), membership in the holder's role
-for releasing, and the lease table's UPDATE grant for releasing a lease. Each grant is shown
-doing its work, and its absence is shown failing."""
+here: the ledger grants for running jobs (no CREATE needed) and for serving run requests, a
+viewer that reads runs and output but cannot pause or ask, a steerer that can, membership in the
+holder's role for releasing, and the lease table's UPDATE grant for releasing a lease. Each
+grant is shown doing its work, and its absence is shown failing."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -14,12 +17,17 @@ import pytest
 from lockconsole import run_once
 from lockconsole.backends.audit import AuditLog
 from lockconsole.backends.factory import open_lock
+from lockconsole.backends.ledger import requests
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.config.urls import parse_url
 from lockconsole.console.facade import Console
 from lockconsole.model.errors import LockconsoleError
 from lockconsole.model.jobs import Database
+from lockconsole.model.slots import utcnow
+from lockconsole.serving import RequestServer
+
+from helpers import DEADLINE, wait_for
 
 
 @pytest.fixture
@@ -45,7 +53,10 @@ def roles(pg_url: str, pg_conn, uid: str) -> Iterator[Callable[..., str]]:  # ty
         return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
 
     yield make
-    for role in reversed(made):
+    for role in reversed(made):  # its sessions first (a request server's, a kept ledger's)
+        pg_conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (role,)
+        )
         pg_conn.execute(f"drop owned by {role}")
         pg_conn.execute(f"drop role if exists {role}")
 
@@ -58,14 +69,27 @@ def alive(pg_conn, pid: int) -> bool:  # type: ignore[no-untyped-def]
     return bool(pg_conn.execute("select 1 from pg_stat_activity where pid = %s", (pid,)).fetchone())
 
 
+# What each use needs of the ledger's tables (the README's "Least privilege" tables).
+RUNNER = (
+    "grant select, insert, update on lockconsole_runs to {role}",
+    "grant usage on sequence lockconsole_runs_id_seq to {role}",
+    "grant select on lockconsole_controls to {role}",  # is the job paused?
+    "grant insert on lockconsole_run_output to {role}",  # what the job printed
+)
+SERVER = (*RUNNER, "grant select, update on lockconsole_requests to {role}")  # take, record
+VIEWER = (
+    "grant select on lockconsole_runs, lockconsole_controls, lockconsole_run_output to {role}",
+)
+STEERER = (
+    *VIEWER,
+    "grant insert, delete on lockconsole_controls to {role}",  # pause, resume
+    "grant select, insert, update on lockconsole_requests to {role}",  # ask, follow, expire
+    "grant usage on sequence lockconsole_requests_id_seq to {role}",
+)
+
+
 def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -> None:  # type: ignore[no-untyped-def]
-    ledger = (
-        "grant select, insert, update on lockconsole_runs to {role}",
-        "grant usage on sequence lockconsole_runs_id_seq to {role}",
-        "grant select on lockconsole_controls to {role}",  # is the job paused?
-        "grant insert on lockconsole_run_output to {role}",  # what the job printed
-    )
-    runner = roles("runner", *ledger)
+    runner = roles("runner", *RUNNER)
     reader = roles("reader", "grant select on lockconsole_runs to {role}")
     assert not pg_conn.execute(
         "select has_schema_privilege(%s, current_schema(), 'CREATE')", (f"lc_runner_{uid}",)
@@ -158,3 +182,88 @@ def test_the_lease_update_grant_is_what_releasing_a_lease_needs(
     finally:
         lease.release()
         lease.close()
+
+
+def _queue(pg_url: str, job: str) -> int:
+    """A run request for `job`, queued by the test's own (privileged) account."""
+    now = utcnow()
+    with Ledger(Database("main", parse_url(pg_url))) as ledger:
+        return requests.submit(
+            ledger,
+            job,
+            slot=None,
+            instance=None,
+            forced=False,
+            requested_by="test",
+            now=now,
+            expires_at=now + timedelta(minutes=10),
+        )
+
+
+def _request(pg_url: str, request_id: int) -> requests.Request | None:
+    with Ledger(Database("main", parse_url(pg_url))) as ledger:
+        return requests.get(ledger, request_id)
+
+
+def test_a_runner_serves_requests_with_select_and_update_on_lockconsole_requests(
+    roles, pg_url, uid
+) -> None:  # type: ignore[no-untyped-def]
+    job = f"grant_serve_{uid}"
+    asked = _queue(pg_url, job)
+    runner = roles("runner", *RUNNER)
+    config = config_of(runner, job)
+    refused = RequestServer(config, [config.job(job)], instance="web-1", targets={job: print})
+    try:
+        with pytest.raises(LockconsoleError) as denied:
+            refused.serve_once(config.ledger_for(config.job(job)))
+    finally:
+        refused.stop()
+    assert "permission denied" in str(denied.value)
+    assert "GRANT UPDATE ON lockconsole_requests" in str(denied.value)
+    assert _request(pg_url, asked).state == "queued"  # type: ignore[union-attr]
+
+    ran = threading.Event()
+    config = config_of(roles("server", *SERVER), job)
+    server = RequestServer(config, [config.job(job)], instance="web-1", targets={job: ran.set})
+    server.start()
+    try:
+        assert ran.wait(DEADLINE), "the request was served"
+
+        def final() -> requests.Request | None:
+            found = _request(pg_url, asked)
+            return found if found is not None and found.final else None
+
+        done = wait_for(final, what="the request's outcome")
+    finally:
+        server.stop()
+    assert (done.state, done.served_by) == ("succeeded", "web-1")
+
+
+def test_a_viewer_reads_but_cannot_pause_or_ask_and_a_steerer_can(roles, pg_url, uid) -> None:  # type: ignore[no-untyped-def]
+    job = f"grant_steer_{uid}"
+    with (
+        pytest.raises(ValueError),
+        run_once(job, config=config_of(pg_url, job), reuse_connections=False),
+    ):
+        raise ValueError("an output to read")
+    viewer = roles("viewer", *VIEWER, audit=True)
+    with Console(config_of(viewer, job)) as console:
+        (run,) = [r for r in console.snapshot().runs if r.job == job]
+        assert run.id is not None and run.outcome == "failed"
+        found = console.run_output(run.id)
+        assert found is not None and "ValueError: an output to read" in str(found.output)
+        with pytest.raises(LockconsoleError) as paused:
+            console.pause(job, "incident 7")
+        assert "permission denied" in str(paused.value)
+        with pytest.raises(LockconsoleError) as asked:
+            console.request(job)
+        assert "permission denied" in str(asked.value)
+        assert "lockconsole_requests" in str(asked.value)
+    steerer = roles("steerer", *STEERER, audit=True)
+    with Console(config_of(steerer, job)) as console:
+        pause = console.pause(job, "incident 7")
+        assert pause.note == "incident 7"
+        request_id = console.request(job, timeout=timedelta(minutes=10))
+        found_request = console.request_state(job, request_id)
+        assert found_request is not None and found_request.state == "queued"
+        assert console.resume(job) is not None

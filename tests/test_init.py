@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
+from pgbouncer_fixture import PGBOUNCER_VIEWER, pgbouncer  # noqa: F401  (the fixture)
 from psycopg import sql
 
 from lockconsole.config.loader import load_config
@@ -132,6 +132,52 @@ def test_postgres_viewer_without_grants(
     assert path.stat().st_mode & 0o777 == 0o600
     config = load_config(str(path), {"LOCKCONSOLE_DB_PASSWORD": "s3cret-pw"})
     assert config.databases["main"].url.password == "s3cret-pw"
+
+
+@pytest.fixture
+def pgbouncer_viewer(pg_conn) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """PGBOUNCER_VIEWER as a login role with no monitoring or signalling grants; its sessions
+    (PgBouncer's server connections among them) are ended before it is dropped."""
+    role = PGBOUNCER_VIEWER
+    pg_conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    yield role
+    pg_conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+    )
+    pg_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_a_viewer_through_pgbouncer_is_told_its_missing_grants(
+    pgbouncer: str,  # noqa: F811
+    pgbouncer_viewer: str,
+    held_lock: int,
+    cli_env,
+    tmp_path: Path,
+) -> None:  # type: ignore[no-untyped-def]
+    url = pgbouncer.replace("postgres@", f"{pgbouncer_viewer}:s3cret-pw@", 1)
+    done = init(cli_env, tmp_path, "--url", url)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "lockconsole.toml"
+    text = path.read_text()
+    # the viewer may not read PgBouncer's admin console: the refusal is the evidence, the pool
+    # mode stays unknown, and pg-xact is still the suggestion
+    assert "#   pooler in front: yes (" in text
+    assert "the admin console refused us (FATAL:  not allowed), which only PgBouncer does" in text
+    assert "# Suggested strategy: pg-xact (a pooler (pgbouncer, unknown pooling)" in text
+    assert f"#   account: {pgbouncer_viewer}" in text
+    assert (
+        f"#   viewing every holder's session: no, other sessions are hidden; "
+        f"run: GRANT pg_read_all_stats TO {pgbouncer_viewer};" in text
+    )
+    assert (
+        f"#   releasing (ending) other sessions: no; "
+        f"run: GRANT pg_signal_backend, pg_read_all_stats TO {pgbouncer_viewer};" in text
+    )
+    assert f"# key = {held_lock}" in text  # pg_locks is readable through the pooler too
+    out = done.stdout
+    assert "viewing every holder's session: no" in out and f"TO {pgbouncer_viewer};" in out
+    assert "s3cret-pw" not in text + done.stdout + done.stderr
+    load_config(str(path), {"LOCKCONSOLE_DB_PASSWORD": "s3cret-pw"})
 
 
 @pytest.fixture

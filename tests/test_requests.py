@@ -10,15 +10,21 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 from test_controls import audit_rows, fleet_config
 
-from lockconsole.model.keys import name_to_int64
+from lockconsole.backends.factory import open_lock
+from lockconsole.backends.ledger import requests
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import load_config, parse_config
+from lockconsole.model.slots import utcnow
+from lockconsole.serving import RequestServer
 
+from helpers import DEADLINE, wait_for
 from runner_helpers import lockconsole, runs_of
 
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -92,11 +98,12 @@ def test_a_request_for_one_instance_goes_there_and_progress_is_printed(
     assert [r.instance for r in runs_of(config, job)] == ["web-2"]
 
 
+@pytest.mark.mysql
 def test_a_request_nobody_takes_expires_with_its_reason(
-    pg_url, uid, write_config, cli_env, tmp_path
+    dialect_url, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     job = f"unserved_{uid}"
-    config = fleet_config(write_config, pg_url, job, tmp_path / "marks", "0 2 * * *")
+    config = fleet_config(write_config, dialect_url, job, tmp_path / "marks", "0 2 * * *")
     done = cli(config, "request", job, "--timeout", "1s", "--json", env=cli_env)
     assert done.returncode == 1, done.stderr
     final = request_json(done)
@@ -110,15 +117,20 @@ def _last_two_am(now: datetime) -> datetime:
     return slot if slot <= now - timedelta(minutes=6) else slot - timedelta(days=1)
 
 
+@pytest.mark.mysql
 def test_a_missed_slot_rerun_turns_ok_and_a_second_needs_force(
-    pg_url, uid, write_config, cli_env, tmp_path
+    dialect_url, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     job = f"missed_{uid}"
     marks = tmp_path / "marks"
-    config = fleet_config(write_config, pg_url, job, marks, "0 2 * * *")
+    config = fleet_config(write_config, dialect_url, job, marks, "0 2 * * *")
     slot = _last_two_am(datetime.now(UTC)).isoformat()
-    with psycopg.connect(pg_url, autocommit=True) as holder:  # the lock is held: web-1 skips
-        holder.execute("select pg_advisory_lock(%s)", (name_to_int64(job),))
+    cfg = load_config(str(config))
+    holder = open_lock(  # the job's own lock, held elsewhere: web-1 skips
+        cfg.job(job), cfg.database_for(cfg.job(job)), instance="web-0", application_name="test"
+    )
+    with holder:
+        assert holder.acquire()
         done = cli(config, "run", job, "--slot", slot, "--instance", "web-1", env=cli_env)
         assert done.returncode == 3, done.stderr
 
@@ -182,3 +194,46 @@ def test_a_run_once_app_serves_requests_with_one_call(pg_url, uid, write_config,
     runs = runs_of(config, job)
     assert [(r.instance, r.outcome) for r in runs] == [("app-1", "succeeded")]
     assert not (tmp_path / "marks").exists()  # the app's function ran, not the config's command
+
+
+def test_a_notify_wakes_a_server_that_polls_hourly_beside_a_sqlite_ledger(pg_url, uid, tmp_path):  # type: ignore[no-untyped-def]
+    """The server polls once an hour, so only the request's NOTIFY can get it served before the
+    deadline; the server also serves a job whose ledger is SQLite, so it LISTENs on PostgreSQL
+    with several ledgers too, and it LISTENs before its first look (`looked`)."""
+    pg_job, lite_job = f"woken_{uid}", f"polled_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{pg_url}"\n'
+        f'[databases.lite]\nurl = "sqlite:///{tmp_path / "lite.db"}"\n'
+        f'[jobs.{pg_job}]\ndatabase = "main"\n'
+        f'[jobs.{lite_job}]\ndatabase = "lite"\nstrategy = "lease"\n',
+        "<test>",
+    )
+    ran = threading.Event()
+    targets = {pg_job: ran.set, lite_job: lambda: None}
+    jobs = list(config.jobs.values())
+    server = RequestServer(config, jobs, instance="web-1", targets=targets, poll=3600.0)
+    server.start()
+    try:
+        assert server.looked.wait(DEADLINE), "the server's first look"
+        with Ledger(config.ledger_for(config.job(pg_job))) as ledger:
+            now = utcnow()
+            asked = requests.submit(
+                ledger,
+                pg_job,
+                slot=None,
+                instance=None,
+                forced=False,
+                requested_by="test",
+                now=now,
+                expires_at=now + timedelta(hours=1),
+            )
+            assert ran.wait(DEADLINE), "only a NOTIFY could wake a server that polls hourly"
+
+            def final() -> requests.Request | None:
+                found = requests.get(ledger, asked)
+                return found if found is not None and found.final else None
+
+            done = wait_for(final, what="the request's outcome")
+    finally:
+        server.stop()
+    assert (done.state, done.served_by) == ("succeeded", "web-1")

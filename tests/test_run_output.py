@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from lockconsole import run_once
+from lockconsole.backends.ledger.outputs import output_of
+from lockconsole.backends.ledger.store import Ledger
+from lockconsole.config.loader import parse_config
+
 SECRET = "hunter2secret"
 LEAKY = (
     "import sys\n"
@@ -80,7 +85,10 @@ def test_a_failed_commands_output_tail_is_kept_masked(
     assert SECRET not in shown.stdout + shown.stderr
 
 
-def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+@pytest.mark.mysql
+def test_a_raising_callables_traceback_is_kept_masked(
+    dialect_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
     job = f"raising_{uid}"
     module = f"charging_{uid}"
     (tmp_path / f"{module}.py").write_text(RAISING, encoding="utf-8")
@@ -88,8 +96,9 @@ def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config,
     config = write_config(
         f"""
         [databases.main]
-        url = "{pg_url}"
+        url = "{dialect_url}"
         [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
         callable = "{module}:charge"
         """
     )
@@ -100,6 +109,32 @@ def test_a_raising_callables_traceback_is_kept_masked(pg_url, uid, write_config,
     assert text.startswith("Traceback (most recent call last):")
     assert f'{module}.py", line 2, in charge' in text
     assert "ValueError: card declined" in text and "password=***" in text
+    assert SECRET not in text
+
+
+def _charge_in_the_body(dsn: str) -> None:
+    raise ConnectionError(f"cannot reach {dsn}")
+
+
+@pytest.mark.mysql
+def test_an_exception_out_of_a_run_once_body_keeps_its_traceback_masked(dialect_url, uid) -> None:  # type: ignore[no-untyped-def]
+    job = f"body_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{dialect_url}"\n'
+        f'[jobs.{job}]\nstrategy = "{strategy_of(dialect_url)}"\n',
+        "<test>",
+    )
+    with pytest.raises(ConnectionError), run_once(job, config=config, reuse_connections=False):
+        _charge_in_the_body(f"postgresql://billing:{SECRET}@db.internal/billing")
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        (run,) = ledger.runs(job)
+        assert run.id is not None and run.outcome == "failed"
+        found = output_of(ledger, run.id)
+    assert found is not None and found.output is not None
+    text = found.output
+    assert text.startswith("Traceback (most recent call last):")
+    assert "in _charge_in_the_body" in text and "test_run_output.py" in text
+    assert "ConnectionError: cannot reach postgresql://billing:***@db.internal/billing" in text
     assert SECRET not in text
 
 
@@ -121,8 +156,9 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     run = json.loads(done.stdout.strip().splitlines()[-1])
     text = str(output_json(config, run["id"], cli_env)["output"])
     head, body = text.split("\n", 1)
-    assert head == f"[… {240000 - 65536} earlier bytes not kept]"
-    assert len(body.encode()) == 65536 and body.endswith("line 019999\n")
+    assert head == f"[… {240000 - len(body.encode())} earlier bytes not kept]"
+    assert 65536 - 12 < len(body.encode()) <= 65536  # from the first whole line of the last 64 KB
+    assert body.startswith("line ") and body.endswith("line 019999\n")
 
     quiet = cli(config, "run", job, "--manual", "--json", env=cli_env)
     assert quiet.returncode == 0, quiet.stderr
@@ -132,3 +168,57 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     assert missing.returncode == 1 and "no run 999999999999" in missing.stderr
     bad = cli(config, "output", "-5", env=cli_env)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+CUT_SECRET = "Zq9xWv7Kp3LmRt"  # no 4 characters of it are in the filler or the test's words
+KEPT = 65536  # the last 64 KB are kept
+MARGIN = 4096  # the tail the runner keeps is this much longer (masked before the last cut)
+
+
+def _across_the_cut(line: str, distance: int) -> str:
+    """Filler lines, `line`, filler lines: the byte `distance` from the end of it all falls in
+    the middle of CUT_SECRET in `line`."""
+    middle = line.index(CUT_SECRET) + len(CUT_SECRET) // 2
+    after = distance - (len(line) - middle)
+    filler = ("y" * 79 + "\n") * (after // 80) + (
+        "z" * (after % 80 - 1) + "\n" if after % 80 else ""
+    )
+    assert len(filler) == after
+    return ("x" * 79 + "\n") * 300 + line + filler
+
+
+@pytest.mark.parametrize(
+    "distance", [KEPT, KEPT + MARGIN], ids=["at the last cut", "at the tail's cut"]
+)
+@pytest.mark.parametrize("kind", ["url", "configured"])
+def test_no_fragment_of_a_password_survives_at_the_cut(
+    pg_url, uid, write_config, cli_env, tmp_path, kind, distance
+):  # type: ignore[no-untyped-def]
+    job = f"cut_{uid}"
+    line = (
+        f"connecting to postgresql://billing:{CUT_SECRET}@db.internal/billing\n"
+        if kind == "url"
+        else f"the billing token {CUT_SECRET} is in use\n"  # the configured password, bare
+    )
+    printed = tmp_path / "printed.txt"
+    printed.write_text(_across_the_cut(line, distance), encoding="utf-8")
+    script = tmp_path / "cut.py"
+    script.write_text(f"import sys\nsys.stdout.write(open({str(printed)!r}).read())\n")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [databases.billing]
+        url = "postgresql://billing:{CUT_SECRET}@127.0.0.1:1/billing"
+        [jobs.{job}]
+        database = "main"
+        command = ["{sys.executable}", "{script}"]
+        """
+    )
+    done = cli(config, "run", job, "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    text = str(output_json(config, run["id"], cli_env)["output"])
+    assert text.startswith("[… ") and text.endswith("\n")
+    fragments = {CUT_SECRET[i : i + 4] for i in range(len(CUT_SECRET) - 3)}
+    assert not [f for f in fragments if f in text], "a fragment of the password was kept"

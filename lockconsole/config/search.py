@@ -42,4 +42,7 @@ def find_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     for path in candidates:
         if path.is_file():
             return path
-    raise ConfigError(f"no configuration found (looked for {SEARCH_ORDER_HELP})")
+    raise ConfigError(
+        f"no configuration found (looked for {SEARCH_ORDER_HELP}); "
+        "`lockconsole init` writes a starter file"
+    )

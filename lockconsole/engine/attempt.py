@@ -88,6 +88,7 @@ class Attempt:
     session_key: tuple[Any, ...] = ()
     rounds: Rounds | None = None  # check, record and release in one statement (PostgreSQL)
     output: str | None = None  # the job's output tail (or traceback), kept with the outcome
+    output_cut: int = 0  # bytes of the job's output cut off before `output` begins
 
     @property
     def lost(self) -> threading.Event:
@@ -212,7 +213,7 @@ class Attempt:
         if not self.output or self.run.id is None:
             return
         try:
-            keep_output(self.ledger, self.run.id, self.output)
+            keep_output(self.ledger, self.run.id, self.output, self.output_cut)
         except (DatabaseError, LedgerDenied) as exc:
             log.warning("could not keep the output of run %s: %s", self.run.id, exc)
 

@@ -11,7 +11,7 @@ A stop may be requested at any instant, even before the child exists: it is reme
 
 The child's stdout and stderr always come through pipes: they are passed on as they arrive (to
 our own stdout and stderr, or line by line to `output`) and their last TAIL_BYTES are kept in
-`tail`, for the run ledger.
+`tail`, for the run ledger (which masks them, then keeps the last 64 KB).
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lockconsole.backends.ledger.outputs import MASK_MARGIN, MAX_OUTPUT
 from lockconsole.engine import faultpoints
 
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
-TAIL_BYTES = 64 * 1024  # of a command's output (stdout and stderr, as they came) kept
+# of a command's output (stdout and stderr, as they came) kept: what the ledger keeps and the
+# margin it masks before its last cut (backends/ledger/outputs.py)
+TAIL_BYTES = MAX_OUTPUT + MASK_MARGIN
 
 
 class OutputTail:
@@ -48,14 +51,14 @@ class OutputTail:
                 del self._data[:over]
                 self._dropped += over
 
-    def text(self) -> str | None:
-        """The tail as text (None when there was no output); says how much was cut."""
+    def text(self) -> tuple[str | None, int]:
+        """The tail as text (None when there was no output) and how many bytes were cut off
+        before it (it may start inside a line, or inside a character)."""
         with self._lock:
             data, dropped = bytes(self._data), self._dropped
-        if not data and not dropped:
-            return None
-        body = data.decode("utf-8", "replace")
-        return f"[… {dropped} earlier bytes not kept]\n{body}" if dropped else body
+        if not data:
+            return (None, 0) if not dropped else ("", dropped)
+        return data.decode("utf-8", "replace"), dropped
 
 
 class Command:

@@ -86,7 +86,7 @@ def _run_command(
         command.start()
         code = command.wait() if command.proc is not None else None
     faultpoints.reach(faultpoints.BEFORE_RECORD)
-    attempt.output = command.tail.text()
+    attempt.output, attempt.output_cut = command.tail.text()
     if command.start_error:
         return attempt.finish("failed", exit_code=127, message=command.start_error)
     if not command.job_started:

@@ -134,7 +134,7 @@ def render(url: DatabaseURL | None, probe: Probe | None, now: datetime) -> str:
         lines.append(f"#   server: {_comment(probe.server, 100)}")
         if probe.pooler is not None:
             state = "yes" if probe.pooler.detected else "no"
-            lines.append(f"#   pooler in front: {state} ({_comment(probe.pooler.evidence)})")
+            lines.append(f"#   pooler in front: {state} ({_comment(probe.pooler.evidence, 400)})")
         lines += _privileges(probe)
         lines.append("")
     lines.append("[databases.main]")

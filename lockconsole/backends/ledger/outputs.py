@@ -1,6 +1,7 @@
 """The output a run leaves (`lockconsole_run_output`): the tail of a command's stdout and
 stderr, or a callable's exception and traceback, passwords masked, at most MAX_OUTPUT characters
-(the end is kept). Raw driver, no SQLAlchemy: the runner writes it with the outcome."""
+(the end is kept, from the start of a line, masked before it is cut). Raw driver, no
+SQLAlchemy: the runner writes it with the outcome."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.urls import redact
 
 MAX_OUTPUT = 64 * 1024  # characters kept of one run's output (its end)
-NOTE_ROOM = 64  # beyond MAX_OUTPUT: the "[… N earlier bytes not kept]" a command's tail starts with
+# A command's tail is kept this much longer than MAX_OUTPUT, so it is masked before its last cut:
+# a password (assumed shorter than this, and without a newline) that the first cut split sits in
+# the partial first line, which is dropped; one that the last cut splits was masked already.
+MASK_MARGIN = 4 * 1024
 
 
 @dataclass(frozen=True)
@@ -21,18 +25,32 @@ class RunOutput:
     output: str | None  # None: the run left no output
 
 
-def masked_tail(text: str) -> str:
-    """`text` with passwords masked, cut to its last MAX_OUTPUT characters."""
+def drop_partial_line(text: str, limit: int = MASK_MARGIN) -> str:
+    """`text`, whose start was cut off, without its first (partial) line; when no newline is in
+    its first `limit` characters, without those: no fragment of a password the cut split stays."""
+    newline = text.find("\n", 0, limit)
+    return text[newline + 1 :] if newline >= 0 else text[limit:]
+
+
+def masked_tail(text: str, cut: int = 0) -> str:
+    """`text` (what is left after `cut` earlier bytes were cut off) with passwords masked, then
+    cut to its last MAX_OUTPUT characters; each cut drops the partial line it leaves first."""
+    if cut:
+        kept = drop_partial_line(text)
+        cut += len(text[: len(text) - len(kept)].encode())
+        text = kept
     text = redact(text)
-    if len(text) <= MAX_OUTPUT + NOTE_ROOM:
-        return text
-    cut = len(text) - MAX_OUTPUT
-    return f"[… {cut} earlier characters not kept]\n{text[-MAX_OUTPUT:]}"
+    if len(text) > MAX_OUTPUT:
+        kept = drop_partial_line(text[-MAX_OUTPUT:])
+        cut += len(text[: len(text) - len(kept)].encode())
+        text = kept
+    return f"[… {cut} earlier bytes not kept]\n{text}" if cut else text
 
 
-def keep_output(ledger: Ledger, run_id: int, text: str) -> None:
-    """Keep a finished run's output (masked, its tail) in the ledger's database."""
-    params = {"run_id": run_id, "output": masked_tail(text)}
+def keep_output(ledger: Ledger, run_id: int, text: str, cut: int = 0) -> None:
+    """Keep a finished run's output (masked, its tail) in the ledger's database; `cut`: how
+    many earlier bytes of it were not kept (a command's tail)."""
+    params = {"run_id": run_id, "output": masked_tail(text, cut)}
     ledger.insert("insert_run_output", params)
 
 

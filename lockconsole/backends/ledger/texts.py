@@ -28,6 +28,11 @@ def grant_hint(query: str, runs_table: str) -> str:
         "insert_run_output": "lockconsole_run_output",
     }
     verb = "SELECT" if query.startswith("select") else "INSERT" if "insert" in query else "UPDATE"
+    if "request" in query:  # run requests: queued by who steers, taken and updated by servers
+        return (
+            f" (run requests need {verb} on lockconsole_requests: "
+            f"GRANT {verb} ON lockconsole_requests ...)"
+        )
     if query in table:
         return f" (the ledger needs {verb} on {table[query]}: GRANT {verb} ON {table[query]} ...)"
     grant = f"GRANT SELECT, INSERT, UPDATE ON {runs_table} ..."

@@ -52,8 +52,8 @@ def _admin_connect(url: DatabaseURL) -> Any:
     try:
         return psycopg.connect(conninfo, autocommit=True, cursor_factory=psycopg.ClientCursor)
     except psycopg.OperationalError as exc:
-        if "not allowed" in str(exc):
-            raise _AdminRefused(first_line(exc)) from None
+        if "not allowed" in str(exc):  # the server's words, without libpq's "connection to..."
+            raise _AdminRefused(first_line(exc).rpartition(" failed: ")[2].strip()) from None
         raise
 
 
