@@ -4,7 +4,8 @@
   a third time the natural order; the pane's title says the sort ("sorted by PID ↑");
 - the cursor stays on the same row after a sort, and a refresh keeps the sort;
 - in the holders pane the stale holders stay first in their group whatever the sort, and the
-  age (FOR) sorts the longest held first on its first press.
+  age (FOR) sorts the longest held first on its first press;
+- the sort keys are in the help screen and the palette finds them by their words.
 """
 
 from __future__ import annotations
@@ -186,3 +187,21 @@ async def test_history_sort_by_the_chosen_column_both_ways() -> None:
         await settle(app, pilot)
         assert cell_text(history, column) == sorted(states, reverse=True)
         assert "sorted by SLOT STATUS ↓" in title(app, "history")
+
+
+@sync
+async def test_the_sort_keys_are_in_the_help_and_the_palette() -> None:
+    from lockconsole.tui.palette import ActionsProvider
+    from lockconsole.tui.screens.help import help_rows
+
+    app = app_for()
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        rows = dict(help_rows(app, read_only=False))
+        assert "chosen with < >" in rows["S"] and "next column" in rows[">"], rows
+        provider = ActionsProvider(app.screen)
+        await provider.startup()
+        found = [str(hit.help) async for hit in provider.search("descending")]
+        assert "sort" in found, found
+        found = [str(hit.help) async for hit in provider.search("column")]
+        assert {"sort", "sort_next", "sort_previous"} <= set(found), found
