@@ -17,6 +17,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "audit": "a",
     "group": "g",
     "maximise": "z",
+    "sort": "S",
     "sort_next": "greater_than_sign",
     "sort_previous": "less_than_sign",
     "pause": "p",

@@ -7,7 +7,7 @@ keys; database behaviour is tested against real servers elsewhere):
 - a refused action says why (read-only, no selection, nothing to release);
 - Enter and `i` describe the selected holder or job, in read-only mode too; release is one key
   away from the holder's screen;
-- the palette finds an action by its words; `z` maximises; `>` sorts; the log never takes
+- the palette finds an action by its words; `z` maximises; `>` then `S` sorts; the log never takes
   the holders' rows; an empty pane collapses to its title; the header names the config, the
   instance and each database with its masked URL.
 """
@@ -349,7 +349,7 @@ async def test_palette_zoom_sort_log_overlay_collapse_and_header() -> None:
         await pilot.pause()
         assert app.query_one("#jobs").outer_size.height > 1
 
-        await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")
+        await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign", "S")
         await settle(app, pilot)
         assert app.holder_sort == ("PID", False)
         assert "PID ▲" in holders.columns.header

@@ -38,10 +38,16 @@ from lockconsole.tui.panes import (
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
 from lockconsole.tui.state import job_names, ledger_names
 from lockconsole.tui.widgets.header import header_text
-from lockconsole.tui.widgets.holder_rows import COLUMNS, HolderRows, layout
+from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING, HolderRows, layout
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_heights import share
-from lockconsole.tui.widgets.tables import PaneTable, sorted_rows, sync_table
+from lockconsole.tui.widgets.tables import (
+    PaneTable,
+    next_sort,
+    sort_note,
+    sorted_rows,
+    sync_table,
+)
 
 if TYPE_CHECKING:
     from lockconsole.tui.app import LockConsoleApp
@@ -155,7 +161,8 @@ class DashboardScreen(Screen[None]):
         extra = [f"{model.waiting} waiting"] * bool(model.waiting)
         extra += [f"{model.stale} stale"] * bool(model.stale)
         extra += [f"{model.unmapped} unmapped"] * bool(model.unmapped)
-        _title(view, f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra))
+        title = f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra)
+        _title(view, title + sort_note(model.sort))
         if view.border_subtitle != (by := f"by {host.group_by} (g)"):
             view.border_subtitle = by
         self.show_ages()
@@ -173,7 +180,8 @@ class DashboardScreen(Screen[None]):
             follow_first=table.sort_by is None,
         )
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
-        _title(table, "3 Run history" + (f" · {bad} problems" if bad else ""))
+        problems = f" · {bad} problems" if bad else ""
+        _title(table, "3 Run history" + problems + sort_note(table.sorted_by))
         self.share_heights()
 
     def show_ages(self) -> None:
@@ -191,6 +199,7 @@ class DashboardScreen(Screen[None]):
         jobs = self.query_one("#jobs", PaneTable)
         rows = job_rows(snap, now, zone=host.zone, stale=stale)
         sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by)))
+        _title(jobs, "1 Jobs" + sort_note(jobs.sorted_by))
         second = int(now.timestamp())
         if second != self._ages_second:  # the holders' ages read another second: repaint
             self._ages_second = second
@@ -263,27 +272,33 @@ class DashboardScreen(Screen[None]):
         self.query_one(f"#{pane}").focus()
         self.share_heights()
 
-    def action_sort(self, step: int) -> None:
-        """Sort the focused pane by the next (or previous) column; past the ends: unsorted."""
+    def action_choose_column(self, step: int) -> None:
+        """`<` / `>`: choose the focused pane's column the sort key sorts by."""
+        pane = self.focused_pane()
+        widget = self.query_one(HoldersView) if pane == "holders" else self._table(pane)
+        widget.choose_column(step)
+
+    def action_sort_column(self) -> None:
+        """Sort the focused pane by its chosen column (again: reversed; again: natural order);
+        the cursor stays on its row, in view, and every refresh keeps the sort."""
         pane = self.focused_pane()
         host = self.host
         if pane == "holders":
+            view = self.query_one(HoldersView)
+            sort = host.holder_sort
             names = COLUMNS[host.group_by]
-            at = names.index(host.holder_sort[0]) if host.holder_sort else -1
-            at += step
-            if at < -1:
-                at = len(names) - 1
-            host.holder_sort = (names[at], False) if 0 <= at < len(names) else None
-            label = host.holder_sort[0] if host.holder_sort else None
+            column = view.chosen if view.chosen in names else (sort or (names[0], False))[0]
+            first_descending = column in FIRST_DESCENDING
+            host.holder_sort = next_sort(sort, column, first_descending=first_descending)
+            self.show_data()
         else:
-            table = self.query_one(f"#{pane}", PaneTable)
-            at = (table.sort_by[0] if table.sort_by else -1) + step
-            if at < -1:
-                at = len(table.names) - 1
-            table.set_sort((at, False) if 0 <= at < len(table.names) else None)
-            label = table.names[at] if table.sort_by else None
-        self.notify(f"{pane} sorted by {label}" if label else f"{pane}: natural order", timeout=2)
-        self.show_data()
+            table = self._table(pane)
+            table.sort_chosen()
+            self.show_data()
+            table.move_cursor(row=table.cursor_row, scroll=True)
+
+    def _table(self, pane: str) -> PaneTable:
+        return self.query_one(f"#{pane}", PaneTable)
 
     def action_refresh(self) -> None:
         self.host.refresh_now()

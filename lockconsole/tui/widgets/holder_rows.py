@@ -44,6 +44,8 @@ FIXED = {"job": 3, "session": 3}
 AGE_FIELD = FIELDS.index("FOR")
 UNMAPPED = "(unmapped)"
 SortBy = tuple[str, bool] | None  # (field, descending), or the natural order
+# The columns the sort key sorts descending on its first press: the longest held first.
+FIRST_DESCENDING = frozenset({"FOR"})
 
 
 @dataclass(frozen=True)
@@ -164,13 +166,14 @@ def _matches(row: HolderRow, needle: str) -> bool:
 def _order(sort: SortBy) -> Callable[[HolderRow], tuple[object, ...]]:
     """How the holders of a group are ordered: stale holders first (what an operator looks
     for), then the other granted ones, waiters last, each by database, key and pid; or by one
-    column (the age by its start, a pid by its number)."""
+    column (the age by how long, a pid by its number, the rest by their text). Under a column
+    sort the stale holders still come first in their group (`layout` keeps them there)."""
     if sort is None:
         rank = {"stale": 0, "waiting": 2}
         return lambda r: (rank.get(r.flag, 1), r.cells[7], r.cells[2], r.cells[3])
     column = FIELDS.index(sort[0])
-    if sort[0] == "FOR":  # the longest held first when ascending by age
-        return lambda r: (r.since is None, r.since.timestamp() if r.since else 0.0)
+    if sort[0] == "FOR":  # ascending: the youngest first (descending: the longest held)
+        return lambda r: (r.since is not None, -r.since.timestamp() if r.since else 0.0)
     if sort[0] == "PID":
 
         def by_pid(r: HolderRow) -> tuple[object, ...]:
@@ -222,6 +225,8 @@ def layout(
     for group in sorted(groups):
         members = groups[group]
         members.sort(key=_order(sort), reverse=bool(sort and sort[1]))
+        if sort is not None:  # whatever the column and direction: stale holders stay on top
+            members.sort(key=lambda r: r.flag != "stale")
         for row in (_header(group, members, group_by), *members):
             key = row.key
             while key in index:  # the same holder listed twice: keep both rows addressable

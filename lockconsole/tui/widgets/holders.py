@@ -3,6 +3,8 @@
 A refresh swaps in rows laid out by the worker (`HolderRows`), keeps the cursor on the same
 holder (by row key) and repaints the visible lines: its UI-thread cost does not grow with the
 number of holders. The stock DataTable takes seconds to load 10,000 rows; this does not load.
+The column `<` / `>` chose (`chosen`, what the sort key sorts by) is painted in reverse video
+in the headings.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from lockconsole.tui.widgets.holder_rows import (
     HolderRows,
     SortBy,
 )
+from lockconsole.tui.widgets.tables import step_column
 
 
 class Columns:
@@ -57,6 +60,15 @@ class Columns:
         if sort is not None:
             marks[sort[0]] = f"{sort[0]} {'▼' if sort[1] else '▲'}"
         self.header = self.line(tuple(marks[n] for n in FIELDS))
+
+    def span(self, name: str) -> tuple[int, int] | None:
+        """Where column `name` is in a line (start, end), or None if this grouping lacks it."""
+        start = 0
+        for (_, width), shown_name in zip(self.picks, self.names, strict=True):
+            if shown_name == name:
+                return start, start + width
+            start += width + 1
+        return None
 
     def line(self, cells: tuple[str, ...]) -> str:
         """One line of exactly `width` cells: each cell cut ('…') or padded by terminal cells,
@@ -121,6 +133,7 @@ class HoldersView(ScrollView, can_focus=True):
         self._styles: dict[str, Style] = {}
         self.painted = 0  # lines painted since mount (for measurements)
         self._on_screen: dict[int, tuple[str, str]] = {}  # y -> (text, style name) last painted
+        self.chosen: str | None = None  # the column `<` / `>` picked: what the sort key sorts
 
     # --- data --------------------------------------------------------------------------
 
@@ -207,6 +220,17 @@ class HoldersView(ScrollView, can_focus=True):
     def action_jump(self, where: int) -> None:
         self._move(len(self.model.rows) - 1 if where < 0 else 0, direction=1 if where >= 0 else -1)
 
+    def choose_column(self, step: int) -> str:
+        """Move the chosen column one heading left or right; returns its name."""
+        names = self.columns.names
+        at = names.index(self.chosen) if self.chosen in names else None
+        sort = self.model.sort
+        sorted_at = names.index(sort[0]) if sort and sort[0] in names else None
+        self.chosen = names[step_column(len(names), at, sorted_at, step)]
+        self._on_screen.clear()
+        self.refresh()
+        return self.chosen
+
     def action_pan(self, step: int) -> None:
         self.scroll_to(x=max(0, self.scroll_x + step), animate=False, immediate=True)
 
@@ -275,6 +299,18 @@ class HoldersView(ScrollView, can_focus=True):
             return Strip([Segment(text.ljust(width), self._style("group"))], width)
         columns = self.columns
         strip = Strip([Segment(text, self._style(name))], columns.width)
+        span = columns.span(self.chosen) if name == "header" and self.chosen else None
+        if span is not None:  # the chosen column's heading in reverse video
+            a, b = span
+            style = self._style(name)
+            strip = Strip(
+                [
+                    Segment(text[:a], style),
+                    Segment(text[a:b], style + Style(reverse=True)),
+                    Segment(text[b:], style),
+                ],
+                columns.width,
+            )
         fixed = min(columns.fixed_width, width)
         if name == "group":  # a group's title does not scroll
             return strip.crop(0, width)

@@ -1,7 +1,12 @@
 """The small panes' tables (jobs, history) and their keyed in-place updates.
 
 `PaneTable` is a row-cursor DataTable whose Home/End (and G) move the cursor, whose first
-`fixed` columns stay when it scrolls sideways, and whose sorted column is marked in its heading.
+`fixed` columns stay when it scrolls sideways, whose sorted column is marked in its heading
+(▲ ascending, ▼ descending) and whose chosen column (`<` / `>`) is shown in reverse video.
+
+Sorting by a chosen column, for every pane: `step_column` moves the choice along the headings,
+`next_sort` is what the sort key does to it (ascending, again descending, a third time the
+natural order; `sort_note` says it in the pane's title).
 
 `sync_table(table, rows)` compares the table with `rows` ((row key, cells) in display order):
 when the keys and their order are unchanged only the cells that differ are updated
@@ -14,6 +19,7 @@ Call it inside `app.batch_update()`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -25,6 +31,34 @@ Cell = str | Text
 CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
 Rows = Sequence[tuple[str, Sequence[Cell]]]
 SortBy = tuple[int, bool] | None  # (column index, descending), or the natural order
+Column = TypeVar("Column")
+
+
+def step_column(count: int, chosen: int | None, sorted_at: int | None, step: int) -> int:
+    """The column chosen after `<` (step -1) or `>` (+1) among `count`: the first press picks
+    the sorted column (else the first, or the last going left); then it moves, wrapping."""
+    if chosen is None:
+        if sorted_at is not None:
+            return sorted_at
+        return 0 if step > 0 else count - 1
+    return (chosen + step) % count
+
+
+def next_sort(
+    current: tuple[Column, bool] | None, column: Column, *, first_descending: bool = False
+) -> tuple[Column, bool] | None:
+    """The sort after the sort key on `column`: by it (ascending, or descending where that is
+    the useful first order), pressed again reversed, a third time the natural order."""
+    if current is None or current[0] != column:
+        return (column, first_descending)
+    if current[1] == first_descending:
+        return (column, not first_descending)
+    return None
+
+
+def sort_note(sort: tuple[str, bool] | None) -> str:
+    """What a pane's title says of its sort (column, descending): " · sorted by FOR ↓"."""
+    return f" · sorted by {sort[0]} {'↓' if sort[1] else '↑'}" if sort else ""
 
 
 class PaneTable(DataTable[Cell]):
@@ -39,6 +73,7 @@ class PaneTable(DataTable[Cell]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, fixed_columns=fixed)
         self.names = tuple(columns)
         self.sort_by: SortBy = None
+        self.chosen: int | None = None  # the column `<` / `>` picked: what the sort key sorts
 
     def on_mount(self) -> None:
         for column in self.names:
@@ -50,13 +85,37 @@ class PaneTable(DataTable[Cell]):
     def action_last_row(self) -> None:
         self.move_cursor(row=max(0, self.row_count - 1))
 
+    def choose_column(self, step: int) -> str:
+        """Move the chosen column one heading left or right; returns its name."""
+        sorted_at = self.sort_by[0] if self.sort_by else None
+        self.chosen = step_column(len(self.names), self.chosen, sorted_at, step)
+        self._mark()
+        return self.names[self.chosen]
+
+    def sort_chosen(self) -> SortBy:
+        """Sort by the chosen column (or the sorted one, else the first): see `next_sort`."""
+        column = self.chosen if self.chosen is not None else (self.sort_by or (0, False))[0]
+        self.set_sort(next_sort(self.sort_by, column))
+        return self.sort_by
+
+    @property
+    def sorted_by(self) -> tuple[str, bool] | None:
+        """The sort by column name: (name, descending), or None."""
+        return (self.names[self.sort_by[0]], self.sort_by[1]) if self.sort_by else None
+
     def set_sort(self, sort: SortBy) -> None:
         """Mark the sorted column in its heading (the rows are sorted by the caller)."""
         self.sort_by = sort
+        self._mark()
+
+    def _mark(self) -> None:
+        sort = self.sort_by
         for index, name in enumerate(self.names):
             mark = f" {'▼' if sort[1] else '▲'}" if sort and sort[0] == index else ""
-            self.columns[name].label = Text(name + mark)  # type: ignore[index]
+            style = "reverse" if index == self.chosen else ""
+            self.columns[name].label = Text(name + mark, style=style)  # type: ignore[index]
         self._require_update_dimensions = True
+        self._clear_caches()  # the headings are cached with the rows
         self.refresh()
 
 
