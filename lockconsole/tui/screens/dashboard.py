@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
@@ -176,7 +177,7 @@ class DashboardScreen(Screen[None]):
         table = self.query_one("#history", PaneTable)
         sync_table(
             table,
-            self._paint(sorted_rows(history, table.sort_by)),
+            self._paint(sorted_rows(history, table.sort_by, _today(now, host.zone))),
             follow_first=table.sort_by is None,
         )
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
@@ -198,7 +199,7 @@ class DashboardScreen(Screen[None]):
         now = host.clock()
         jobs = self.query_one("#jobs", PaneTable)
         rows = job_rows(snap, now, zone=host.zone, stale=stale)
-        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by)))
+        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by, _today(now, host.zone))))
         _title(jobs, "1 Jobs" + sort_note(jobs.sorted_by))
         second = int(now.timestamp())
         if second != self._ages_second:  # the holders' ages read another second: repaint
@@ -385,3 +386,8 @@ class DashboardScreen(Screen[None]):
 def _title(widget: Widget, title: str) -> None:
     if str(widget.border_title) != title:  # setting it repaints, even when unchanged
         widget.border_title = title
+
+
+def _today(now: datetime, zone: tzinfo | None) -> date:
+    """The day a clock without a date shows, in the console's zone."""
+    return now.astimezone(zone or UTC).date()

@@ -6,7 +6,8 @@
 
 Sorting by a chosen column, for every pane: `step_column` moves the choice along the headings,
 `next_sort` is what the sort key does to it (ascending, again descending, a third time the
-natural order; `sort_note` says it in the pane's title).
+natural order; `sort_note` says it in the pane's title); `sorted_rows` orders by what a cell
+shows: a time, a duration, a number, else text (`sort_keys.py`).
 
 `sync_table(table, rows)` compares the table with `rows` ((row key, cells) in display order):
 when the keys and their order are unchanged only the cells that differ are updated
@@ -19,6 +20,7 @@ Call it inside `app.batch_update()`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 from typing import TypeVar
 
 from rich.text import Text
@@ -26,6 +28,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from lockconsole.text.safe import clean
+from lockconsole.tui.widgets.sort_keys import Key, cell_key
 
 Cell = str | Text
 CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
@@ -119,18 +122,23 @@ class PaneTable(DataTable[Cell]):
         self.refresh()
 
 
-def sorted_rows(rows: Rows, sort: SortBy) -> list[tuple[str, Sequence[Cell]]]:
-    """The rows ordered by one column's text (stable: ties keep their order)."""
+def sorted_rows(
+    rows: Rows, sort: SortBy, today: date | None = None
+) -> list[tuple[str, Sequence[Cell]]]:
+    """The rows ordered by one column: by the time, duration or number a cell shows, else its
+    text (sort_keys.cell_key; `today` dates a clock without a day). Stable: ties keep their
+    order."""
     if sort is None:
         return list(rows)
     column, descending = sort
+    day = today or date.today()
 
-    def text(row: tuple[str, Sequence[Cell]]) -> str:
+    def key(row: tuple[str, Sequence[Cell]]) -> Key:
         cells = row[1]
         cell = cells[column] if column < len(cells) else ""
-        return (cell.plain if isinstance(cell, Text) else str(cell)).lower()
+        return cell_key(cell.plain if isinstance(cell, Text) else str(cell), day)
 
-    return sorted(rows, key=text, reverse=descending)
+    return sorted(rows, key=key, reverse=descending)
 
 
 def _same(a: object, b: object) -> bool:
