@@ -63,9 +63,9 @@ def audit_rows(config: Path, job: str) -> list[tuple[str, str, str]]:
             rows = conn.execute(
                 text(
                     "select action, target, result from lockconsole_audit"
-                    " where target like :job order by id"
+                    " where job = :job order by id"  # pauses, resumes, requests name their job
                 ),
-                {"job": f"{job}%"},
+                {"job": job},
             ).all()
     finally:
         engine.dispose()

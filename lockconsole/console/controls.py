@@ -59,7 +59,7 @@ class JobControls:
         if until is not None and until <= now:
             raise UsageError(f"pause: --until {until.isoformat()} is not in the future")
         pause = Pause(job.name, note, f"{self.actor.os_user}@{self.actor.host}", now, until)
-        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)))
+        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)), job=job.name)
         try:
             entry = audit.begin(self.actor, "pause", f"{job.name}: {note}")
             try:
@@ -75,7 +75,7 @@ class JobControls:
     def resume(self, job_name: str) -> Pause | None:
         """End a job's pause; the pause that was in force (None: it was not paused). Audited."""
         job = self.config.job(job_name)
-        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)))
+        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)), job=job.name)
         try:
             entry = audit.begin(self.actor, "resume", job.name)
             try:
@@ -106,7 +106,7 @@ class JobControls:
             raise UsageError(f"request: --slot {slot.isoformat()} is in the future")
         where = f" on {instance}" if instance else ""
         what = f"{job.name}{where}" + (f" slot {slot.isoformat()}" if slot else "")
-        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)))
+        audit = AuditLog(self.connections.sql_home(self.config.ledger_for(job)), job=job.name)
         try:
             entry = audit.begin(self.actor, "request_forced" if force else "request", what)
             try:

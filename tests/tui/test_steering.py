@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.sample import FROZEN_NOW
@@ -41,7 +41,7 @@ async def test_pause_key_asks_a_note_shows_the_pause_and_resumes() -> None:
         await pilot.press("enter")  # an empty note is refused: the modal stays
         await pilot.pause()
         assert isinstance(app.screen, PauseModal)
-        app.screen.query_one("#note", Input).value = "incident 42"
+        app.screen.query_one("#note", Input).value = "incident 42\nsee the runbook"
         await pilot.press("enter")
         await until(pilot, lambda: "PAUSED by ops@console" in jobs_text(app), what="the pause")
         assert "incident 42" in jobs_text(app)
@@ -49,6 +49,9 @@ async def test_pause_key_asks_a_note_shows_the_pause_and_resumes() -> None:
 
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, ConfirmModal), what="resume question")
+        # the question's own paragraphs are set apart; the note's newline (data) is an escape
+        body = str(app.screen.query_one("#body", Static).render())
+        assert "incident 42\\x0asee the runbook\n\nResume it:" in body, body
         await pilot.press("y")
         await until(pilot, lambda: "PAUSED" not in jobs_text(app), what="the resume")
         assert all(s.pause is None for s in console.snapshot().jobs)

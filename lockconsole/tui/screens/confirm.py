@@ -17,6 +17,7 @@ Tab to the buttons, then q quits; ctrl+c quits from anywhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import tzinfo
 
 from rich.text import Text
@@ -59,16 +60,18 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
-    def __init__(self, title: str, body: str) -> None:
+    def __init__(self, title: str, body: str | Sequence[str]) -> None:
+        """`body`: one paragraph, or several; each is shown literally (a newline inside one,
+        from data, shows as an escape), and the paragraphs are set apart by a blank line."""
         super().__init__()
         self.title_text = title
-        self.body = body
+        self.body = "\n\n".join(shown(p) for p in ([body] if isinstance(body, str) else body))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(shown(self.title_text), id="title", markup=False)
             with VerticalScroll(id="body-scroll"):
-                yield Static(shown(self.body), id="body", markup=False)
+                yield Static(self.body, id="body", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", id="confirm", variant="primary", compact=True)
                 yield Button("No (n)", id="cancel", compact=True)

@@ -90,10 +90,12 @@ class PauseModal(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-def resume_question(pause: Pause) -> tuple[str, str]:
-    """The title and body of the question before a resume."""
-    body = f"{pause.reason()}\n\nResume it: its next attempts on every instance run again."
-    return f"Resume {pause.job}?", body
+def resume_question(pause: Pause) -> tuple[str, list[str]]:
+    """The title and the paragraphs of the question before a resume."""
+    return f"Resume {pause.job}?", [
+        pause.reason(),
+        "Resume it: its next attempts on every instance run again.",
+    ]
 
 
 def toggle_pause(app: App[Any], host: Host, job: str) -> None:
