@@ -156,6 +156,24 @@ def own_postgres() -> Iterator[object]:
 
 
 @pytest.fixture
+def own_database(pg_url: str) -> Iterator[str]:
+    """The URL of a PostgreSQL database of this test's own, dropped afterwards: a ledger no other
+    test writes to (the shared one holds other tests' runs, some with slots in 2030)."""
+    import uuid
+
+    import psycopg
+
+    name = f"e2e_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"create database {name}")
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f"drop database {name} with (force)")
+
+
+@pytest.fixture
 def pg_conn(pg_url: str) -> Iterator[object]:
     """An autocommit psycopg connection for setting up and checking state."""
     import psycopg

@@ -20,8 +20,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,18 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ACTOR = f"{getpass.getuser()}@{socket.gethostname()}"
 WIDTH, HEIGHT = 220, 60
 REFRESH = "1s"
-
-
-@pytest.fixture
-def own_database(pg_url: str) -> Iterator[str]:
-    name = f"e2e_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f"create database {name}")
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(f"drop database {name} with (force)")
 
 
 def config_text(url: str, *jobs: str) -> str:
