@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lockconsole.backends.ledger import requests
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.wakeups import LISTEN_WAIT, Wakeups
+from lockconsole.backends.threads import start_quiet
 from lockconsole.model.jobs import Database, Job
 from lockconsole.model.slots import utcnow
 
@@ -63,7 +64,7 @@ class RequestServer:
 
     def start(self) -> RequestServer:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="lockconsole-serve")
-        self._thread.start()
+        start_quiet(self._thread)
         return self
 
     def stop(self, wait: float = 30.0) -> None:
@@ -134,7 +135,7 @@ class RequestServer:
                 target=self._serve, args=(request, database), daemon=True, name="lockconsole-req"
             )
             self._runs = [t for t in self._runs if t.is_alive()] + [thread]
-            thread.start()
+            start_quiet(thread)
             started += 1
         return started
 

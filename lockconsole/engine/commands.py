@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lockconsole.backends.ledger.outputs import MASK_MARGIN, MAX_OUTPUT
+from lockconsole.backends.threads import start_quiet
 from lockconsole.engine import faultpoints
 
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
@@ -129,7 +130,7 @@ class Command:
                 for pipe, fd in ((proc.stdout, 1), (proc.stderr, 2))
             ]
         for reader in self._readers:
-            reader.start()
+            start_quiet(reader)
         with self._lock:
             self.proc = proc
 
@@ -235,7 +236,7 @@ class Command:
                 return
             self._killing = True
         self._signal(signal.SIGTERM)
-        threading.Thread(target=self._kill_after, args=(self.grace,), daemon=True).start()
+        start_quiet(threading.Thread(target=self._kill_after, args=(self.grace,), daemon=True))
 
     def _kill_after(self, grace: float) -> None:
         assert self.proc is not None

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from lockconsole.backends.threads import start_quiet
 from lockconsole.config.loader import Config
 from lockconsole.engine.stopping import Stop, Stopped
 from lockconsole.model.jobs import Job
@@ -175,7 +176,7 @@ class Scheduler:
             target=self._attempt, args=(job, slot), daemon=True, name=f"lockconsole-job-{job.name}"
         )
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+        start_quiet(thread)
 
     def _attempt(self, job: Job, slot: datetime) -> None:
         from lockconsole.engine.execute import resolve_callable, run_target

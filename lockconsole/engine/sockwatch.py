@@ -23,6 +23,8 @@ import select
 import threading
 from typing import Protocol
 
+from lockconsole.backends.threads import start_quiet
+
 log = logging.getLogger("lockconsole.engine.runner")
 _EVENTS = (
     getattr(select, "EPOLLIN", 0)
@@ -73,7 +75,7 @@ class SocketWatcher:
                     daemon=True,
                 )
                 self._thread = thread
-                thread.start()
+                start_quiet(thread)
         return True
 
     def remove(self, fd: int, watch: Poked) -> None:

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from lockconsole.backends.threads import start_quiet
 from lockconsole.engine.sockwatch import SOCKETS
 
 IDLE_SECONDS = 60.0  # idle watchdog threads (and the ticker) wait this long for work, then end
@@ -188,7 +189,7 @@ class WatchdogPool:
                 self._tick = min(self._tick, tick)
                 self._ticking.notify()
         if start:
-            ticker.start()
+            start_quiet(ticker)
         if fd is not None and not SOCKETS.add(fd, watch):
             watch.fd = None
         return watch
@@ -232,7 +233,7 @@ class WatchdogPool:
                 worker.assigned.set()
                 return
             self.started += 1
-        _Worker(self, watch).thread.start()
+        start_quiet(_Worker(self, watch).thread)
 
     def _rest(self, worker: _Worker) -> bool:
         """A worker finished its watch: keep it idle (True) or let it end (False)."""

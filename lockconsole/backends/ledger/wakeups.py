@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lockconsole.backends import sqlfiles
+from lockconsole.backends.threads import start_quiet
 from lockconsole.model.jobs import Database
 
 log = logging.getLogger("lockconsole.serving")
@@ -48,7 +49,7 @@ class Wakeups:
                 target=self._wait, args=(database, conn), daemon=True, name="lockconsole-listen"
             )
             self._threads.append(thread)
-            thread.start()
+            start_quiet(thread)
         return self
 
     def join(self, wait: float) -> None:
