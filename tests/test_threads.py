@@ -1,0 +1,51 @@
+"""Threads lockconsole starts block SIGINT and SIGTERM, so the kernel hands both to the main
+thread, whose Python handlers then run at once (a helper thread taking them delayed the handler
+past the end of `holding_signals`: a Ctrl-C while run_once took its lock ran the body)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from lockconsole import run_once
+from lockconsole.backends.threads import start_quiet
+from lockconsole.config.loader import parse_config
+
+pytestmark = pytest.mark.usefixtures("empty_registry")
+
+
+def blocked(native_id: int) -> set[int]:
+    """The signals a thread of this process blocks, from /proc (SigBlk: a hex mask)."""
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    mask = int(next(ln for ln in status.splitlines() if ln.startswith("SigBlk:")).split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+def test_start_quiet_blocks_both_in_the_thread_and_leaves_the_starter_as_it_was() -> None:
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    seen: list[set[int]] = []
+    thread = threading.Thread(target=lambda: seen.append(blocked(threading.get_native_id())))
+    start_quiet(thread)
+    thread.join()
+    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_the_run_paths_threads_block_sigint_and_sigterm(pg_url: str, uid: str) -> None:
+    config = parse_config(
+        f'[databases.main]\nurl = "{pg_url}"\n[jobs.th_{uid}]\nstrategy = "pg-session"\n'
+        "watchdog_interval = 0.05\n"
+    )
+    with run_once(f"th_{uid}", config=config) as run:
+        assert run.acquired, run.run.message
+        ours = {
+            t.name: t.native_id for t in threading.enumerate() if t.name.startswith("lockconsole")
+        }
+        # the socket watch and the watchdog's ticker run while a lock is held
+        assert {"lockconsole-sockets", "lockconsole-watchdog-ticker"} <= set(ours), ours
+        for name, native_id in ours.items():
+            assert native_id is not None
+            assert {signal.SIGINT, signal.SIGTERM} <= blocked(native_id), name
