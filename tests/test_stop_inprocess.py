@@ -138,7 +138,19 @@ def test_run_once_records_and_releases_then_reraises(
     assert (row.outcome, row.exit_code, row.message) == ("failed", code, message)
 
 
+@pytest.fixture
+def interactive_sigint() -> Iterator[None]:
+    """Ctrl-C as an interactive process gets it: Python's default handler. A suite started in
+    the background inherits SIGINT ignored, and run_once rightly honours an ignored SIGINT."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("step", [fp.CONNECTING, fp.BEFORE_TRY_LOCK, fp.AFTER_ACQUIRE])
+@pytest.mark.usefixtures("interactive_sigint")
 def test_sigint_while_run_once_takes_the_lock(step, pg_url, pg_conn, uid, hooks, empty_registry):
     """Ctrl-C while run_once is entering: nothing is left held or "acquired", then it raises."""
     job, key = f"kenter_{uid}", int(uid[:8], 16) + 11

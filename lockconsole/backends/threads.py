@@ -1,12 +1,11 @@
 """Threads lockconsole starts never take SIGINT or SIGTERM.
 
-The kernel hands a signal sent to the process to any thread that does not block it, but Python
-runs its handlers in the main thread only. When a helper thread (a watchdog, the socket watch,
-a LISTEN session, a request server, a job's pipe reader) takes the signal, the main thread may
-act on it late: after a blocking call returns, or after `holding_signals` has put back the
-handlers it held them for, so a Ctrl-C meant for "before the job starts" lands inside the job.
-Started through `start_quiet`, a thread inherits a signal mask that blocks both, and the
-signals always reach the main thread.
+The kernel hands a signal sent to the process to some thread that does not block it (the main
+thread when it can take it at once, else another), but Python runs its handlers in the main
+thread only: a signal a helper thread (a watchdog, the socket watch, a LISTEN session, a
+request server, a job's pipe reader) took is acted on when the main thread next looks, which
+can be after a blocking call returns. Started through `start_quiet`, a thread inherits a signal
+mask that blocks both, so the main thread is always the one that takes them.
 
     start_quiet(thread)   start `thread` with SIGINT and SIGTERM blocked in it
 """
