@@ -38,16 +38,9 @@ def cli(config: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedPr
 
 
 @pytest.fixture
-def fresh_pg(pg_url: str, uid: str) -> Iterator[str]:
-    """A new PostgreSQL database of this test's own, dropped afterwards."""
-    name = f"audit_{uid}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f"create database {name}")
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(f"drop database {name} with (force)")
+def fresh_pg(own_database: str) -> str:
+    """A new PostgreSQL database of this test's own (conftest's own_database)."""
+    return own_database
 
 
 @pytest.fixture(params=["postgresql", "mysql", "sqlite"])
