@@ -8,10 +8,11 @@ is called at once if the stop was already requested, so no request is lost in a 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lockconsole.engine import faultpoints
 
@@ -133,6 +134,16 @@ def on_signals(stop: Stop) -> Iterator[None]:
         yield
 
 
+def _swap_handler() -> Callable[[int, Any], Any]:
+    """signal.signal without its enum round trip: the C function under it takes and gives back
+    plain numbers and handlers (about 20x cheaper; the run path swaps four per attempt). A
+    handler given back as a number (SIG_DFL, SIG_IGN) compares equal to signal's constants."""
+    import signal
+
+    swap: Callable[[int, Any], Any] = getattr(sys.modules.get("_signal"), "signal", signal.signal)
+    return swap
+
+
 @contextmanager
 def holding_signals(stop: Stop | None = None) -> Iterator[None]:
     """While inside (main thread only), SIGINT and SIGTERM are noted, not acted on; each also
@@ -149,16 +160,17 @@ def holding_signals(stop: Stop | None = None) -> Iterator[None]:
 
     def handler(signum: int, _frame: object) -> None:
         got.append(signum)
-        if stop is not None and previous.get(signum) is not signal.SIG_IGN:
+        if stop is not None and previous.get(signum) != signal.SIG_IGN:
             stop.request(f"interrupted by {signal.Signals(signum).name}", signum)
 
+    swap = _swap_handler()
     for s in (signal.SIGINT, signal.SIGTERM):
-        previous[s] = signal.signal(s, handler)
+        previous[s] = swap(s, handler)
     try:
         yield
     finally:
         for signum, h in previous.items():
-            signal.signal(signum, h)
+            swap(signum, h)
         for signum in got:
             earlier = previous[signum]
             if callable(earlier):
