@@ -4,7 +4,12 @@ it once per session, on a loopback TCP port of its own."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -42,6 +47,70 @@ class OwnPostgres:
             str(self.pgdata / "log"),
             "start",
         )
+
+    def _query(self, sql: str) -> list[tuple[object, ...]]:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            cur = conn.execute(sql)
+            return cur.fetchall() if cur.description else []
+
+    @contextmanager
+    def quiet_wal(self) -> Iterator[None]:
+        """Inside, nothing on the server flushes the WAL behind a transaction's back: the WAL
+        writer is stopped (SIGSTOP), the background writer writes no pages (a written page
+        would flush the WAL up to it) and autovacuum sleeps. A commit that does not wait for
+        its own flush then stays in the server's memory, where crash() loses it. Leaving puts
+        the settings back; the WAL writer, if no crash replaced it, goes on."""
+        self._query("ALTER SYSTEM SET bgwriter_lru_maxpages = 0")
+        self._query("ALTER SYSTEM SET autovacuum = off")
+        self._query("SELECT pg_reload_conf()")
+        pid = self._stop_wal_writer()
+        try:
+            yield
+        finally:
+            try:
+                os.kill(int(pid), signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self._query("ALTER SYSTEM RESET bgwriter_lru_maxpages")
+            self._query("ALTER SYSTEM RESET autovacuum")
+            self._query("SELECT pg_reload_conf()")
+
+    def _stop_wal_writer(self) -> int:
+        """SIGSTOP the WAL writer while it sleeps between rounds: stopped inside a flush it
+        would keep the WAL's write lock, and every commit would wait for it."""
+        sql = "SELECT pid, wait_event FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        deadline = time.monotonic() + 30
+        while True:
+            pid, _ = self._query(sql)[0]
+            os.kill(int(pid), signal.SIGSTOP)
+            if self._query(sql)[0] == (pid, "WalWriterMain"):  # asleep on its latch
+                self._wal_writer = int(pid)
+                return int(pid)
+            os.kill(int(pid), signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the WAL writer never slept")
+
+    def crash(self) -> None:
+        """A server crash: the WAL writer is killed (-9), so the postmaster ends every session
+        and recovers from the WAL on disk (what a commit left in memory is lost); returns once
+        the server takes connections again."""
+        import psycopg
+
+        old = self._wal_writer
+        os.kill(old, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        new_writer = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        while True:  # recovered: a new WAL writer runs and the server takes connections
+            try:
+                if [(old,)] != self._query(new_writer) != []:
+                    return
+            except psycopg.Error:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("the embedded PostgreSQL did not recover within 60 s")
+            time.sleep(0.05)
 
     def restart(self) -> None:
         self.stop()

@@ -76,6 +76,10 @@ class Idempotency:
     run_column: str | None = None
 
 
+LedgerCommit = Literal["durable", "async"]
+LEDGER_COMMITS: tuple[LedgerCommit, ...] = ("durable", "async")
+
+
 @dataclass(frozen=True)
 class Job:
     name: str
@@ -95,6 +99,9 @@ class Job:
     stop_grace: float = 10.0
     allow_pooler: bool = False  # pg-session: run even behind a transaction-mode pooler
     redis_prefix: str = "job-lock:default:"  # redis: ShedLock's job-lock:<environment>:
+    # "durable": every ledger row waits for the server's WAL flush; "async": the "acquired" row
+    # still does, a skipped row and an outcome do not (PostgreSQL, merged statements only)
+    ledger_commit: LedgerCommit = "durable"
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class LeaseRounds(Rounds):
             key=None, key1=None, key2=None, got=None, claims=claims, here=False, session_id=None
         )
         params.update(held_message=SKIP_HELD, finished_at=now, finished=now)
+        params["async_commit"] = lock.job.ledger_commit == "async"
         try:
             with conn.pipeline():
                 first = conn.execute(tried, acquire.params({}))
@@ -122,8 +123,9 @@ class LeaseRounds(Rounds):
         params = dict(release.params({"token": lock.fencing_token}))
         params.update(ledger.finish_params(run, outcome, exit_code=exit_code, message=message))
         params["lost_message"] = params["message"] or LOST
+        params["async_commit"] = lock.job.ledger_commit == "async"
         try:
-            held, closed = conn.execute(sql, params).fetchone()
+            held, closed = conn.execute(sql, params).fetchone()[:2]
         except psycopg.Error as exc:  # rolled back: nothing written, nothing released
             log.debug("finish_release_lease failed, going on one statement at a time: %s", exc)
             if conn.closed or conn.broken:

@@ -102,6 +102,7 @@ def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dic
     params.update(_keys(lock))
     now = datetime.now(UTC)
     params.update(held_message=SKIP_HELD, finished_at=now, finished=now, **given)
+    params["async_commit"] = lock.job.ledger_commit == "async"
     return params
 
 
@@ -117,6 +118,7 @@ def _finish_params(
     params.update(_keys(lock))
     params.update(lock._identity)
     params["lost_message"] = params["message"] or LOST
+    params["async_commit"] = lock.job.ledger_commit == "async"
     return params
 
 

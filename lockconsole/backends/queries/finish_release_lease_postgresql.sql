@@ -1,7 +1,8 @@
 -- Finish and release a lease in one statement: {released} is the lease's own release (ShedLock's
 -- unlock, only while the row is still ours and unexpired, returning it); the outcome is written
 -- only while the attempt is still "acquired" by this instance and process, and "lock_lost" when
--- the lease was no longer ours. Both commit together.
+-- the lease was no longer ours. Both commit together; with %(async_commit)s (the job's
+-- ledger_commit = "async") without waiting for the WAL flush.
 WITH released AS (
     {released}
 ),
@@ -20,4 +21,6 @@ closed AS (
       AND pid = %(pid)s
     RETURNING outcome
 )
-SELECT EXISTS (SELECT 1 FROM released), (SELECT outcome FROM closed)
+SELECT EXISTS (SELECT 1 FROM released),
+       (SELECT outcome FROM closed),
+       CASE WHEN %(async_commit)s::boolean THEN set_config('synchronous_commit', 'off', true) END

@@ -3,7 +3,8 @@
 -- instance and process ("lock_lost" if the check failed), then, when %(release)s and the lock was
 -- held, the session lock handed to a transaction-level hold of the same key and let go: the key
 -- stays held until this statement's transaction commits, so whoever takes it next sees the outcome.
--- The outcome's finished_at / exit_code / message are taken as given.
+-- The outcome's finished_at / exit_code / message are taken as given. With %(async_commit)s (the
+-- job's ledger_commit = "async"), the transaction commits without waiting for the WAL flush.
 WITH held AS MATERIALIZED (
     SELECT EXISTS (
         SELECT 1
@@ -44,5 +45,6 @@ SELECT h.held,
                     ELSE pg_advisory_unlock(%(key1)s::integer, %(key2)s::integer)
                 END
            ELSE false
-       END
+       END,
+       CASE WHEN %(async_commit)s::boolean THEN set_config('synchronous_commit', 'off', true) END
 FROM held h

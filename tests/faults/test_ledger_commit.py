@@ -1,0 +1,149 @@
+"""ledger_commit on a real server crash (our own embedded PostgreSQL, never the shared one).
+
+The crash is placed by the test: the WAL writer is stopped (nothing flushes behind a commit's
+back), the attempt runs, and the WAL writer is killed (-9), which makes the server end every
+session and recover from the WAL on disk. What a commit waited for survives; what it did not
+wait for is lost. So the test shows both halves of the setting:
+
+- "durable" (the default): the attempt's row, its outcome and a skip all survive the crash;
+- "async": the "acquired" row still survives (it is flushed before the job starts), while the
+  outcome and a skip, which did not wait for the flush, are gone after the crash (the outcome
+  reads "acquired" again, as after a process killed before it could record its end).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from lockconsole import run_once
+from lockconsole.config.loader import load_config
+
+STRATEGIES = ["pg-session", "pg-xact", "lease"]
+SLOT = "2030-01-01T02:00:00+00:00"
+
+
+@pytest.fixture
+def crash_db(own_postgres, uid: str):  # type: ignore[no-untyped-def]
+    """(server, URL of a database of this test's own on it)."""
+    name = f"crash_{uid}"
+    with psycopg.connect(own_postgres.url, autocommit=True) as admin:
+        admin.execute(f"create database {name}")
+    yield own_postgres, own_postgres.url.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(own_postgres.url, autocommit=True) as admin:
+        admin.execute(f"drop database {name} with (force)")
+
+
+def _config(path: Path, url: str, uid: str, strategy: str, commit: str) -> Path:
+    lines = [
+        "[databases.main]",
+        f"url = {json.dumps(url)}",
+        f"[jobs.job_{uid}]",
+        'database = "main"',
+        f'strategy = "{strategy}"',
+        'schedule = "0 2 * * *"',
+        f'ledger_commit = "{commit}"',
+    ]
+    if strategy == "lease":
+        lines.append(f'lease_table = "shedlock_{uid}"')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _row(url: str, run_id: int) -> tuple[Any, ...] | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", (run_id,)
+        ).fetchone()
+
+
+def _warm(config: Path, job: str) -> None:
+    """One attempt first: the ledger's tables exist (created durably) before the crash."""
+    slot = datetime(2029, 1, 1, tzinfo=UTC)
+    with run_once(job, config=str(config), slot=slot, reuse_connections=False):
+        pass
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("commit", ["durable", "async"])
+def test_outcome_across_a_crash(crash_db, strategy: str, commit: str, uid: str, tmp_path) -> None:
+    server, url = crash_db
+    config = _config(tmp_path / "lockconsole.toml", url, uid, strategy, commit)
+    job = f"job_{uid}"
+    _warm(config, job)
+    slot = datetime.fromisoformat(SLOT)
+    with server.quiet_wal():
+        with run_once(job, config=str(config), slot=slot, reuse_connections=False) as run:
+            assert run.acquired, run.run.message
+            run_id = run.run.id
+        assert run.run.outcome == "succeeded"
+        assert _row(url, run_id) == ("succeeded", None)  # visible to every session at once
+        server.crash()
+    after = _row(url, run_id)
+    assert after is not None, "the acquired row must survive a crash in both modes"
+    if commit == "durable":
+        assert after[0] == "succeeded", after
+    else:  # the outcome did not wait for the flush: the crash took it back
+        assert after[0] == "acquired", after
+        with run_once(job, config=str(config), slot=slot, reuse_connections=False) as again:
+            if strategy == "lease":  # the lease's release went with it: taken until it expires
+                assert not again.acquired and again.run.message == "lock held by another session"
+            else:  # the next attempt of the slot closes it as abandoned and runs the slot again
+                assert again.acquired
+        if strategy != "lease":
+            assert _row(url, run_id)[0] == "lock_lost"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("commit", ["durable", "async"])
+def test_acquired_row_is_flushed_before_the_job_starts(
+    crash_db, commit: str, uid: str, tmp_path
+) -> None:
+    """The crash comes while the job runs: its "acquired" row is there after recovery."""
+    server, url = crash_db
+    config = _config(tmp_path / "lockconsole.toml", url, uid, "pg-session", commit)
+    job = f"job_{uid}"
+    _warm(config, job)
+    with server.quiet_wal():
+        attempt = run_once(job, config=str(config), slot=datetime.fromisoformat(SLOT))
+        run = attempt.__enter__()
+        assert run.acquired
+        server.crash()
+        assert _row(url, run.run.id) == ("acquired", None)
+        attempt.__exit__(None, None, None)  # the session died with the server: lock_lost
+    assert _row(url, run.run.id)[0] == "lock_lost"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("commit", ["durable", "async"])
+def test_skip_across_a_crash(crash_db, commit: str, uid: str, tmp_path) -> None:
+    """Another session holds the key: the skip is recorded and seen at once; after a crash it
+    is still there when durable, gone when async."""
+    server, url = crash_db
+    config = _config(tmp_path / "lockconsole.toml", url, uid, "pg-session", commit)
+    job = f"job_{uid}"
+    _warm(config, job)
+    key = load_config(str(config)).job(job).key.value
+    with server.quiet_wal():
+        holder = psycopg.connect(url, autocommit=True)
+        try:
+            holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+            with run_once(
+                job,
+                config=str(config),
+                slot=datetime.fromisoformat(SLOT),
+                reuse_connections=False,
+            ) as run:
+                assert not run.acquired
+            assert _row(url, run.run.id) == ("skipped", "lock held by another session")
+            server.crash()
+        finally:
+            holder.close()
+    after = _row(url, run.run.id)
+    if commit == "durable":
+        assert after == ("skipped", "lock held by another session"), after
+    else:
+        assert after is None, after
