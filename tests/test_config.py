@@ -104,12 +104,37 @@ def test_defaults() -> None:
     assert job.max_duration is None and job.min_hold == timedelta(0)
     assert job.lease_table == "shedlock" and job.once_per_slot is True
     assert job.watchdog_interval == 5.0 and job.stop_grace == 10.0
-    assert job.idempotency is None
+    assert job.idempotency is None and job.ledger_commit == "durable"
     assert config.ledger_database is None
     assert config.ledger_for(job).name == "main"
     assert job.key == LockKey(
         "int64", keys.name_to_int64("nightly_billing"), "sha256('nightly_billing')"
     )
+
+
+def test_ledger_commit_async_where_it_applies(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """pg-session, pg-xact and lease jobs with the ledger in their own PostgreSQL database take
+    "async"; `config --json` says which each job has."""
+    text = DB + "".join(
+        f'[jobs.{s.replace("-", "_")}]\nstrategy = "{s}"\nledger_commit = "async"\n'
+        for s in ("pg-session", "pg-xact", "lease")
+    )
+    text += "[jobs.plain]\n"
+    config = parse(text)
+    assert {n: j.ledger_commit for n, j in config.jobs.items()} == {
+        "pg_session": "async",
+        "pg_xact": "async",
+        "lease": "async",
+        "plain": "durable",
+    }
+    path = tmp_path / "lockconsole.toml"
+    path.write_text(text, encoding="utf-8")
+    result = lockconsole(cli_env, "--config", str(path), "config", "--json")
+    assert result.returncode == 0, result.stderr
+    jobs = json.loads(result.stdout)["jobs"]
+    assert jobs["pg_xact"]["ledger_commit"] == "async" and jobs["plain"]["ledger_commit"] == "durable"
+    text_view = lockconsole(cli_env, "--config", str(path), "config").stdout
+    assert "job lease: lease" in text_view and "ledger_commit=async" in text_view
 
 
 def test_design_sketch_parses() -> None:

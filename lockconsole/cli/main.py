@@ -189,6 +189,7 @@ def cmd_config(args: argparse.Namespace) -> int:
                 "max_duration_s": job.max_duration.total_seconds() if job.max_duration else None,
                 "min_hold_s": job.min_hold.total_seconds(),
                 "allow_pooler": job.allow_pooler,
+                "ledger_commit": job.ledger_commit,
             }
             for name, job in config.jobs.items()
         },
@@ -206,6 +207,7 @@ def cmd_config(args: argparse.Namespace) -> int:
             shown(
                 f"job {name}: {job.strategy} key={job.key} db={job.database} "
                 f"schedule={job.schedule or '-'} ({job.timezone})"
+                + (" ledger_commit=async" if job.ledger_commit == "async" else "")
             )
         )
     return EXIT_OK

@@ -53,8 +53,8 @@ def _done(proc: subprocess.Popen) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, json.loads(lines[-1]) if lines else {}, err
 
 
-def _config(tmp_path: Path, url: str, job: str, strategy: str) -> Path:
-    config = job_config(tmp_path / "lockconsole.toml", url, job, strategy)
+def _config(tmp_path: Path, url: str, job: str, strategy: str, commit: str = "durable") -> Path:
+    config = job_config(tmp_path / "lockconsole.toml", url, job, strategy, ledger_commit=commit)
     cfg = load_config(str(config))
     with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
         ledger.create_schema()
@@ -98,15 +98,16 @@ def _fault(fault: str, proc: subprocess.Popen, pg_conn: Any, pid: int) -> None:
         assert pg_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()[0]
 
 
+@pytest.mark.parametrize("commit", ["durable", "async"])  # async waits for the acquired row
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
 @pytest.mark.parametrize("fault", ["kill9", "terminate"])
 def test_a_fault_between_the_try_lock_and_the_record(
-    pg_url, pg_conn, tmp_path, uid, fault, strategy
+    pg_url, pg_conn, tmp_path, uid, fault, strategy, commit
 ):  # type: ignore[no-untyped-def]
     import psycopg
 
     job = f"mg_{uid}"
-    config = _config(tmp_path, pg_url, job, strategy)
+    config = _config(tmp_path, pg_url, job, strategy, commit)
     blocker = psycopg.connect(pg_url)
     try:
         blocker.execute("LOCK TABLE lockconsole_runs IN ACCESS EXCLUSIVE MODE")
@@ -134,13 +135,16 @@ def test_a_fault_between_the_try_lock_and_the_record(
         assert first_runs in ([], ["lock_lost"]), first_runs
 
 
+@pytest.mark.parametrize("commit", ["durable", "async"])  # async waits for the acquired row
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
 @pytest.mark.parametrize("fault", ["kill9", "terminate"])
-def test_a_fault_inside_finish_and_release(pg_url, pg_conn, tmp_path, uid, fault, strategy):  # type: ignore[no-untyped-def]
+def test_a_fault_inside_finish_and_release(  # type: ignore[no-untyped-def]
+    pg_url, pg_conn, tmp_path, uid, fault, strategy, commit
+):
     import psycopg
 
     job = f"mg_{uid}"
-    config = _config(tmp_path, pg_url, job, strategy)
+    config = _config(tmp_path, pg_url, job, strategy, commit)
     barrier = Barrier(tmp_path / "barrier", "finish_before_check")
     first = _run(config, job, "web-1", barrier)
     barrier.wait("finish_before_check")
