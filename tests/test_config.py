@@ -132,7 +132,8 @@ def test_ledger_commit_async_where_it_applies(tmp_path: Path, cli_env: dict[str,
     result = lockconsole(cli_env, "--config", str(path), "config", "--json")
     assert result.returncode == 0, result.stderr
     jobs = json.loads(result.stdout)["jobs"]
-    assert jobs["pg_xact"]["ledger_commit"] == "async" and jobs["plain"]["ledger_commit"] == "durable"
+    assert jobs["pg_xact"]["ledger_commit"] == "async"
+    assert jobs["plain"]["ledger_commit"] == "durable"
     text_view = lockconsole(cli_env, "--config", str(path), "config").stdout
     assert "job lease: lease" in text_view and "ledger_commit=async" in text_view
 
