@@ -334,3 +334,23 @@ def test_duplicates_screen_shows_a_database_error(pg_url: str, uid: str) -> None
     finally:
         console.close()
     assert app.results == [None]
+
+
+def test_describe_job_says_when_its_ledger_commits_are_async() -> None:
+    """The job's grid names ledger_commit = "async" (an operator reading a lost outcome after a
+    crash should see why); a durable job shows no such row."""
+    from lockconsole.model.views import JobStatus
+    from lockconsole.tui.screens.describe import job_fields
+
+    config = parse_config(
+        '[databases.main]\nurl = "postgresql://app@db/app"\n'
+        '[jobs.fast]\nledger_commit = "async"\n[jobs.plain]\n'
+    )
+
+    def text(name: str) -> str:
+        out = RichConsole(width=120, record=True, color_system=None)
+        out.print(job_fields(JobStatus(config.job(name), None, None, None)))
+        return out.export_text()
+
+    assert "ledger commit" in text("fast") and "async (skips and outcomes" in text("fast")
+    assert "ledger commit" not in text("plain")

@@ -129,6 +129,12 @@ def job_fields(status: JobStatus) -> Table:
         ("watchdog", f"every {job.watchdog_interval:g}s"),
         ("lease table", job.lease_table if job.strategy == "lease" else None),
         ("redis prefix", job.redis_prefix if job.strategy == "redis" else None),
+        (
+            "ledger commit",
+            "async (skips and outcomes do not wait for the WAL flush)"
+            if job.ledger_commit == "async"
+            else None,
+        ),
     ]
     if job.idempotency is not None:
         spec = job.idempotency
