@@ -76,6 +76,14 @@ def check_job_name(name: str) -> str:
     return name
 
 
+def check_command(value: object) -> tuple[str, ...]:
+    """A job's command: a list of non-empty strings (a single string is a one-word command)."""
+    words = [value] if isinstance(value, str) else value
+    if not isinstance(words, list) or not words or not all(isinstance(a, str) and a for a in words):
+        raise ValueError('must be a list of strings, like ["python", "-m", "billing"]')
+    return tuple(words)
+
+
 def check_callable(value: object) -> str:
     if not isinstance(value, str) or not CALLABLE.fullmatch(value):
         raise ValueError(f"{value!r} is not 'package.module:function'")

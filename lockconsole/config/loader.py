@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from lockconsole.config import ledger_commit as config_ledger_commit
 from lockconsole.config import redis as config_redis
 from lockconsole.config.checks import (  # noqa: F401  (re-exported: public names of this module)
     IDENTIFIER,
     JOB_NAME,
     check_callable,
     check_column,
+    check_command,
     check_cron,
     check_identifier,
     check_job_name,
@@ -39,7 +41,7 @@ from lockconsole.config.settings import ConsoleSettings, parse_console
 from lockconsole.config.urls import expand_env, parse_url
 from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
-from lockconsole.model.jobs import LEDGER_COMMITS, STRATEGIES, Database, Idempotency, Job
+from lockconsole.model.jobs import STRATEGIES, Database, Idempotency, Job
 
 STRATEGY_DIALECTS = {
     "pg-session": ("postgresql",),
@@ -131,31 +133,6 @@ def parse_config(
     return _Builder(text, path, dict(os.environ if environ is None else environ)).build(data)
 
 
-def _async_commit_problem(
-    job: Job, databases: Mapping[str, Database], ledger: str | None
-) -> str | None:
-    """Why `ledger_commit = "async"` cannot take effect for `job`, or None when it can (or the
-    job keeps the default): it needs the ledger in the job's own PostgreSQL database, where a
-    pg-session, pg-xact or lease attempt's ledger statements are merged with its lock's."""
-    if job.ledger_commit != "async":
-        return None
-    ledger_name = ledger or job.database
-    dialect = databases[ledger_name].url.dialect
-    if dialect != "postgresql":
-        return (
-            f'"async" needs a PostgreSQL ledger, and {ledger_name!r} is {dialect} '
-            "(MariaDB/MySQL and SQLite commit every ledger row durably)"
-        )
-    if job.strategy not in ("pg-session", "pg-xact", "lease"):
-        return f'"async" applies to pg-session, pg-xact and lease jobs, not {job.strategy}'
-    if ledger_name != job.database:
-        return (
-            f'"async" needs the ledger in the job\'s own database {job.database!r}, '
-            f"not in ledger_database {ledger_name!r}"
-        )
-    return None
-
-
 class _Builder:
     """Turns parsed TOML into a Config, locating each error's line in the source text."""
 
@@ -205,7 +182,7 @@ class _Builder:
         if problem := config_redis.ledger_problem(databases, ledger):
             raise self.error(("lockconsole",), "ledger_database", problem)
         for name, job in jobs.items():
-            if problem := _async_commit_problem(job, databases, ledger):
+            if problem := config_ledger_commit.async_problem(job, databases, ledger):
                 raise self.error(("jobs", name), "ledger_commit", problem)
         instance = settings.get("instance")
         if instance is not None and (not isinstance(instance, str) or not instance.strip()):
@@ -310,17 +287,10 @@ class _Builder:
         if command is not None and target is not None:
             raise field_error("callable", "give either 'command' or 'callable', not both")
         if command is not None:
-            if isinstance(command, str):
-                command = [command]
-            if (
-                not isinstance(command, list)
-                or not command
-                or not all(isinstance(a, str) and a for a in command)
-            ):
-                raise field_error(
-                    "command", 'must be a list of strings, like ["python", "-m", "billing"]'
-                )
-            command = tuple(command)
+            try:
+                command = check_command(command)
+            except ValueError as exc:
+                raise field_error("command", str(exc)) from None
         if target is not None:
             try:
                 check_callable(target)
@@ -358,12 +328,10 @@ class _Builder:
         allow_pooler = spec.get("allow_pooler", False)
         if not isinstance(allow_pooler, bool):
             raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
-        ledger_commit = spec.get("ledger_commit", "durable")
-        if ledger_commit not in LEDGER_COMMITS:
-            raise field_error(
-                "ledger_commit",
-                f"must be {' or '.join(repr(c) for c in LEDGER_COMMITS)}, not {ledger_commit!r}",
-            )
+        try:
+            commit = config_ledger_commit.check(spec.get("ledger_commit", "durable"))
+        except ValueError as exc:
+            raise field_error("ledger_commit", str(exc)) from None
         lease_table = spec.get("lease_table", "shedlock")
         redis_prefix = spec.get("redis_prefix", "job-lock:default:")
         try:
@@ -397,7 +365,7 @@ class _Builder:
             stop_grace=numbers["stop_grace"],
             allow_pooler=allow_pooler,
             redis_prefix=redis_prefix,
-            ledger_commit=ledger_commit,
+            ledger_commit=commit,
         )
 
     def field_error(self, where: tuple[str, ...]) -> Callable[[str, str], ConfigError]:
