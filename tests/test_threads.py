@@ -49,3 +49,42 @@ def test_the_run_paths_threads_block_sigint_and_sigterm(pg_url: str, uid: str) -
         for name, native_id in ours.items():
             assert native_id is not None
             assert {signal.SIGINT, signal.SIGTERM} <= blocked(native_id), name
+
+
+IMPORTS_FIRST = """
+import sys, threading
+from lockconsole.config.loader import parse_config
+from lockconsole.serving import RequestServer
+
+config = parse_config(
+    '[databases.main]\\nurl = "sqlite:///' + sys.argv[1] + '"\\n'
+    '[jobs.nightly]\\nstrategy = "lease"\\nschedule = "0 2 * * *"\\n'
+)
+assert "sqlalchemy" not in sys.modules  # nothing imported it yet
+seen = []
+start = threading.Thread.start
+def recording(self):
+    seen.append("sqlalchemy" in sys.modules and "lockconsole.backends.lease.lock" in sys.modules)
+    start(self)
+threading.Thread.start = recording
+server = RequestServer(config, list(config.jobs.values()), instance="web-1").start()
+server.stop(wait=5)
+print(seen[0])
+"""
+
+
+def test_the_request_server_imports_sqlalchemy_before_its_thread_starts(tmp_path: Path) -> None:
+    """SQLAlchemy imports its modules in cycles: the serving thread (a SQLite ledger) and the
+    scheduler (a lease job) importing it at once failed once in CI with "deadlock detected by
+    _ModuleLock". start() imports it, and the jobs' run path, before its thread exists."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS_FIRST, str(tmp_path / "ledger.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
