@@ -16,6 +16,11 @@ on kept connections, measured interleaved in the same run, 5,000 cycles a side:
   (inside a pg-xact lock's transaction it would stay invisible until the job ends). lockconsole
   does more (the slot's claim, the lock's last check, the conditional outcome) in fewer round
   trips: see `python -m bench round_trips`.
+- `run_once's merged statements alone vs the naive four` (info, pg-session): the statements
+  run_once sends, replayed by bare psycopg (MergedStatements): the merging's own gain, apart
+  from lockconsole's Python work.
+- `run_once, ledger_commit = async, vs the naive four`: the same cycle for the job's twin whose
+  outcome does not wait for the WAL flush (pg-session, pg-xact, lease).
 - `run_once vs lock SQL only` (info): the same cycle against the bare lock statements, to show
   what recording every attempt costs (two durable commits).
 
@@ -219,6 +224,48 @@ class RawLock:
         self.release(lock)
 
 
+class MergedStatements:
+    """run_once's own statements for pg-session, replayed by bare psycopg: the try-lock and
+    `decide_run` pipelined, then `finish_release_run`, exactly as one attempt sent them (its
+    SQL and parameters captured once). What the two merged round trips cost with none of
+    lockconsole's Python around them, on one kept connection that prepares them as a kept
+    lockconsole connection does."""
+
+    def __init__(self, cfg: Any, job: Any) -> None:
+        import psycopg
+
+        from lockconsole import run_once
+
+        sent: list[tuple[str, dict[str, Any]]] = []
+        execute = psycopg.Connection.execute
+
+        def capture(conn: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            sent.append((str(query), dict(params or {})))
+            return execute(conn, query, params, **kw)
+
+        psycopg.Connection.execute = capture
+        try:
+            with run_once(job.name, config=cfg, instance="bench-merged", reuse_connections=False):
+                pass
+        finally:
+            psycopg.Connection.execute = execute
+        (self.tried, self.decide, self.finish) = sent  # the three statements of one attempt
+        self.conn = raw_pg()
+
+    def cycle(self) -> None:
+        conn = self.conn
+        with conn.pipeline():
+            conn.execute(*self.tried)
+            decided = conn.execute(*self.decide)
+        row = decided.fetchone()
+        assert row[0] == "acquired", row
+        self.finish[1]["id"] = row[1]
+        conn.execute(*self.finish).fetchone()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def _config(u: str) -> Any:
     lines = [
         "[databases.pg]",
@@ -307,11 +354,16 @@ def bench_strategy(cfg: Any, strategy: str) -> list[Row]:
     }
     if async_job is not None:
         full_sides["async"] = lambda: _per_cycle(full_lc(async_job.name), full_block)
+    merged = MergedStatements(cfg, job) if strategy == "pg-session" else None
+    if merged is not None:
+        full_sides["merged"] = lambda: _per_cycle(merged.cycle, full_block)
     for fn in full_sides.values():  # warm up, as above (and the kept run_once session)
         fn()
     full = {k: median(v) for k, v in interleave(full_sides, BLOCKS).items()}
     raw_lock.close()
     raw_ledger.close()
+    if merged is not None:
+        merged.close()
 
     notes = {}
     if "noprep_ratio" in engine:
@@ -327,6 +379,18 @@ def bench_strategy(cfg: Any, strategy: str) -> list[Row]:
     )
     tag = f"lock cycle {strategy}"
     rows = []
+    if "merged" in full:
+        rows.append(
+            Row(
+                f"{tag}: run_once's merged statements alone vs the naive four",
+                full["merged"],
+                full["raw"],
+                "s",
+                status="info",
+                note="bare psycopg sending what run_once sends (2 round trips), none of "
+                "lockconsole's Python: what merging the statements gains by itself",
+            )
+        )
     if "async" in full:
         rows.append(
             Row(
