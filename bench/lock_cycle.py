@@ -226,10 +226,10 @@ class RawLock:
 
 class MergedStatements:
     """run_once's own statements for pg-session, replayed by bare psycopg: the try-lock and
-    `decide_run` pipelined, then `finish_release_run`, exactly as one attempt sent them (its
-    SQL and parameters captured once). What the two merged round trips cost with none of
-    lockconsole's Python around them, on one kept connection that prepares them as a kept
-    lockconsole connection does."""
+    `decide_run` pipelined, then `finish_release_run`, exactly as an attempt on a kept
+    connection sent them (its SQL and parameters captured once). What the two merged round
+    trips cost with none of lockconsole's Python around them, on one kept connection that
+    prepares them as a kept lockconsole connection does."""
 
     def __init__(self, cfg: Any, job: Any) -> None:
         import psycopg
@@ -243,10 +243,14 @@ class MergedStatements:
             sent.append((str(query), dict(params or {})))
             return execute(conn, query, params, **kw)
 
+        def attempt() -> None:
+            with run_once(job.name, config=cfg, instance="bench-merged"):
+                pass
+
+        attempt()  # a kept connection from here on: the plain try-lock, as in the loop
         psycopg.Connection.execute = capture
         try:
-            with run_once(job.name, config=cfg, instance="bench-merged", reuse_connections=False):
-                pass
+            attempt()
         finally:
             psycopg.Connection.execute = execute
         (self.tried, self.decide, self.finish) = sent  # the three statements of one attempt
@@ -260,7 +264,8 @@ class MergedStatements:
         row = decided.fetchone()
         assert row[0] == "acquired", row
         self.finish[1]["id"] = row[1]
-        conn.execute(*self.finish).fetchone()
+        held, closed, released = conn.execute(*self.finish).fetchone()[:3]
+        assert held and closed == "succeeded" and released, (held, closed, released)
 
     def close(self) -> None:
         self.conn.close()

@@ -64,7 +64,10 @@ class OwnPostgres:
         the settings back; the WAL writer, if no crash replaced it, goes on."""
         self._query("ALTER SYSTEM SET bgwriter_lru_maxpages = 0")
         self._query("ALTER SYSTEM SET autovacuum = off")
-        self._query("SELECT pg_reload_conf()")
+        self._query("ALTER SYSTEM SET checkpoint_timeout = '1d'")  # no timed checkpoint either
+        self._reload(
+            {"bgwriter_lru_maxpages": "0", "autovacuum": "off", "checkpoint_timeout": "86400"}
+        )
         pid = self._stop_wal_writer()
         try:
             yield
@@ -75,7 +78,22 @@ class OwnPostgres:
                 pass
             self._query("ALTER SYSTEM RESET bgwriter_lru_maxpages")
             self._query("ALTER SYSTEM RESET autovacuum")
+            self._query("ALTER SYSTEM RESET checkpoint_timeout")
             self._query("SELECT pg_reload_conf()")
+
+    def _reload(self, wanted: dict[str, str]) -> None:
+        """Reload the configuration and wait until a new session sees `wanted` (the postmaster
+        has read the file, and signalled the background processes)."""
+        self._query("SELECT pg_reload_conf()")
+        names = ", ".join(f"'{name}'" for name in wanted)  # our own constant names
+        deadline = time.monotonic() + 30
+        while (
+            dict(self._query(f"SELECT name, setting FROM pg_settings WHERE name IN ({names})"))
+            != wanted
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the embedded PostgreSQL did not reload {wanted}")
+            time.sleep(0.02)
 
     def _stop_wal_writer(self) -> int:
         """SIGSTOP the WAL writer while it sleeps between rounds: stopped inside a flush it

@@ -127,6 +127,12 @@ def test_ledger_commit_async_where_it_applies(tmp_path: Path, cli_env: dict[str,
         "lease": "async",
         "plain": "durable",
     }
+    same = parse(  # a ledger_database that names the same URL: the statements still merge
+        '[lockconsole]\nledger_database = "ops"\n' + DB + "[databases.ops]\n"
+        'url = "postgresql://billing@db.internal/billing"\n'
+        '[jobs.j]\ndatabase = "main"\nledger_commit = "async"\n'
+    )
+    assert same.job("j").ledger_commit == "async"
     path = tmp_path / "lockconsole.toml"
     path.write_text(text, encoding="utf-8")
     result = lockconsole(cli_env, "--config", str(path), "config", "--json")

@@ -105,7 +105,8 @@ class Scheduler:
     def _loop(self, duration: float | None) -> int:
         if not self.jobs:
             log.warning("no job with a schedule to fire")
-        import_run_path(self.jobs)
+        sqlite = any(self.config.ledger_for(job).url.dialect == "sqlite" for job in self.jobs)
+        import_run_path(self.jobs, sqlite_ledger=sqlite)
         started = self.clock()
         due = {job.name: next_fire(job, started) for job in self.jobs}
         log.info("scheduler started instance=%s jobs=%s", self.instance, ",".join(due))
@@ -239,3 +240,4 @@ def import_run_path(jobs: Sequence[Job], *, sqlite_ledger: bool = False) -> None
         importlib.import_module(f"lockconsole.backends.{name}.lock")
     if sqlite_ledger:
         importlib.import_module("sqlalchemy")
+        importlib.import_module("sqlalchemy.dialects.sqlite")
