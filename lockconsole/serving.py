@@ -65,9 +65,7 @@ class RequestServer:
     def start(self) -> RequestServer:
         from lockconsole.engine.scheduler import import_run_path
 
-        jobs = list(self.jobs.values())
-        sqlite = any(self.config.ledger_for(job).url.dialect == "sqlite" for job in jobs)
-        import_run_path(jobs, sqlite_ledger=sqlite)  # here, before our thread imports anything
+        import_run_path(self.config, list(self.jobs.values()))  # before our thread imports
         self._thread = threading.Thread(target=self._loop, daemon=True, name="lockconsole-serve")
         start_quiet(self._thread)
         return self

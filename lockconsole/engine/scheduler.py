@@ -105,8 +105,7 @@ class Scheduler:
     def _loop(self, duration: float | None) -> int:
         if not self.jobs:
             log.warning("no job with a schedule to fire")
-        sqlite = any(self.config.ledger_for(job).url.dialect == "sqlite" for job in self.jobs)
-        import_run_path(self.jobs, sqlite_ledger=sqlite)
+        import_run_path(self.config, self.jobs)
         started = self.clock()
         due = {job.name: next_fire(job, started) for job in self.jobs}
         log.info("scheduler started instance=%s jobs=%s", self.instance, ",".join(due))
@@ -225,19 +224,19 @@ _BACKENDS = {
 }
 
 
-def import_run_path(jobs: Sequence[Job], *, sqlite_ledger: bool = False) -> None:
+def import_run_path(config: Config, jobs: Sequence[Job]) -> None:
     """Import what an attempt needs now, so the first firing does not spend its time importing.
 
     Called in the main thread before any thread of ours starts (the request server's, the job
     threads): SQLAlchemy, which leases and a SQLite ledger load, imports its modules in cycles,
     and two threads importing it at the same time can fail with "deadlock detected by
-    _ModuleLock". `sqlite_ledger` imports it for a SQLite ledger too.
+    _ModuleLock". A SQLite ledger's SQLAlchemy is imported here too.
     """
     import importlib
 
     importlib.import_module("lockconsole.engine.execute")
     for name in {_BACKENDS[job.strategy] for job in jobs if job.strategy in _BACKENDS}:
         importlib.import_module(f"lockconsole.backends.{name}.lock")
-    if sqlite_ledger:
+    if any(config.ledger_for(job).url.dialect == "sqlite" for job in jobs):
         importlib.import_module("sqlalchemy")
         importlib.import_module("sqlalchemy.dialects.sqlite")
