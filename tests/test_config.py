@@ -500,3 +500,14 @@ def test_bad_configs_change_nothing(
             assert runs > 50 if with_run else runs == 0
     finally:
         pg_conn.execute(f'drop database if exists "{dbname}" with (force)')
+
+
+def test_the_system_wide_file_comes_last(tmp_path: Path, monkeypatch) -> None:
+    """/etc/lockconsole/config.toml (here pointed elsewhere) is found only when nothing else is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    system = _job_config(tmp_path / "etc" / "config.toml", "s")
+    env = {"LOCKCONSOLE_SYSTEM_CONFIG": str(system)}
+    assert find_config(None, env) == system
+    user = _job_config(tmp_path / "home" / ".config" / "lockconsole" / "config.toml", "u")
+    assert find_config(None, env).resolve() == user.resolve()

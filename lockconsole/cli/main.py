@@ -13,6 +13,7 @@ from lockconsole.model.errors import ConfigError, LockconsoleError, UsageError
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,8 +105,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, command = argv[:split], argv[split + 1 :]
     from lockconsole.text.safe import masked_stdio
 
-    with masked_stdio():  # every password masked in whatever this command prints
-        return _main(argv, command, whole_process)
+    try:
+        with masked_stdio():  # every password masked in whatever this command prints
+            code = _main(argv, command, whole_process)
+            sys.stdout.flush()
+            return code
+    except BrokenPipeError:  # the reader went away (`| head`): end quietly, as cat does
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout to silence
+        pass
 
 
 def _main(argv: list[str], command: list[str], whole_process: bool) -> int:

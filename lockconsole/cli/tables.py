@@ -20,9 +20,18 @@ if TYPE_CHECKING:
     from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
 
+
+class _TableConsole(RichConsole):
+    """Rich's console, but a reader that went away raises BrokenPipeError for the CLI to end
+    quietly with its own exit code (Rich itself exits 1 there)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
 # Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
 # Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
-out = RichConsole(
+out = _TableConsole(
     highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 200
 )
 KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'

@@ -4,6 +4,7 @@
 2. $LOCKCONSOLE_CONFIG
 3. ./lockconsole.toml
 4. $XDG_CONFIG_HOME/lockconsole/config.toml (default ~/.config/lockconsole/config.toml)
+5. /etc/lockconsole/config.toml (a system-wide file, as a package or a deploy puts it)
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from lockconsole.model.errors import ConfigError
 
 SEARCH_ORDER_HELP = (
     "--config PATH, $LOCKCONSOLE_CONFIG, ./lockconsole.toml, "
-    "$XDG_CONFIG_HOME/lockconsole/config.toml"
+    "$XDG_CONFIG_HOME/lockconsole/config.toml, /etc/lockconsole/config.toml"
 )
+SYSTEM_CONFIG = Path("/etc/lockconsole/config.toml")
 
 
 def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -39,6 +41,7 @@ def find_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     candidates = [Path("lockconsole.toml")]
     xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     candidates.append(Path(xdg) / "lockconsole" / "config.toml")
+    candidates.append(Path(env.get("LOCKCONSOLE_SYSTEM_CONFIG") or SYSTEM_CONFIG))
     for path in candidates:
         if path.is_file():
             return path
