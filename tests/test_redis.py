@@ -19,6 +19,7 @@ from redis_fixture import (  # noqa: F401  (the fixtures)
 )
 
 from lockconsole.backends.audit import Actor, AuditLog
+from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.redis.inspect import RedisInspector, parse_shedlock_value
 from lockconsole.backends.redis.lock import RedisLock, shedlock_value
 from lockconsole.config.loader import load_config
@@ -69,19 +70,21 @@ def test_acquire_excludes_fences_and_releases(
     db = Database("cache", parse_url(redis_url))
     job = _job(uid)
     key = f"job-lock:default:billing_{uid}"
+    ledger = Ledger(Database("ledger", parse_url(f"sqlite:///{_tmp_db(uid)}")))
     with RedisLock(job, db, owner="a") as first, RedisLock(job, db, owner="b") as second:
         assert first.acquire() and not second.acquire()
         assert client.get(key) == first.value.encode()  # type: ignore[union-attr]
         assert 0 < client.pttl(key) <= 600_000
         assert first.still_held()
-        token = first.fencing_token
+        token = first.issue_token(ledger)
         first.release()
         assert client.get(key) is None and first.reusable()
-        assert second.acquire() and second.fencing_token == token + 1  # type: ignore[operator]
+        assert second.acquire() and second.issue_token(ledger) == token + 1
         client.set(key, JAVA_VALUE)  # taken over (say, after it expired)
         assert not second.still_held()
         second.release()  # compare-and-delete: not ours, nothing deleted
         assert client.get(key) == JAVA_VALUE.encode() and not second.reusable()
+    ledger.close()
     client.delete(key)
 
 
@@ -326,7 +329,9 @@ def test_least_privilege_acl_accounts(redis_url: str, client: redis.Redis, uid: 
     try:
         job = _job(uid, min_hold=timedelta(minutes=1))
         with RedisLock(job, users["run"], owner="a") as lock:
-            assert lock.acquire() and lock.still_held() and lock.fencing_token
+            ledger = Ledger(Database("ledger", parse_url(f"sqlite:///{_tmp_db(uid + 'l')}")))
+            assert lock.acquire() and lock.still_held() and lock.issue_token(ledger)
+            ledger.close()
             lock.release()  # lockAtLeastFor: PEXPIRE
         client.script_flush()  # the runner loads the scripts again itself
         with RedisLock(_job(uid + "b"), users["run"], owner="a") as lock:

@@ -21,7 +21,7 @@ class Lock(Protocol):
     job: Job  # replaced when a kept session runs the job again (its limits may differ)
     database: Database
     session_id: int | None  # PostgreSQL backend pid / MySQL connection id; None for leases
-    fencing_token: int | None  # leases: grows with every acquisition of the name
+    fencing_token: int | None  # leases: from the row; redis: issued by the ledger (fence)
 
     def acquire(self) -> bool:
         """Try once, without waiting: True when this session now holds the lock."""

@@ -1,5 +1,6 @@
 """open_lock: the lock object for a job's strategy (each backend is imported on first use);
-rounds_for: the merged statements of an attempt on that lock, where there are any."""
+rounds_for: the merged statements of an attempt on that lock, where there are any;
+fence: the fencing token of a lock whose store can forget its counter, issued by the ledger."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from lockconsole.backends import Lock
 from lockconsole.model.jobs import Database, Job
 
 if TYPE_CHECKING:
+    from lockconsole.backends.ledger.store import Ledger
     from lockconsole.backends.rounds import Rounds
 
 
@@ -57,3 +59,14 @@ def rounds_for(lock: Lock, database: Database, ledger_database: Database) -> Rou
         if type(lock) is MysqlLock and lock.multi_statements:
             return MysqlRounds(lock)
     return None
+
+
+def fence(lock: Lock, ledger: Ledger) -> None:
+    """Give a held Redis lock its fencing token from the ledger, before the attempt is recorded.
+
+    Redis loses its own counter with a FLUSHALL or a restart without persistence, so the ledger
+    issues the token (backends/redis/fencing.py). The other strategies' tokens come with the
+    acquisition itself: a lease's from its row, and the session locks have none.
+    """
+    if lock.strategy == "redis":
+        lock.issue_token(ledger)  # type: ignore[attr-defined]

@@ -209,6 +209,7 @@ def cmd_config(args: argparse.Namespace) -> int:
                 "min_hold_s": job.min_hold.total_seconds(),
                 "allow_pooler": job.allow_pooler,
                 "ledger_commit": job.ledger_commit,
+                "lock_group": job.lock_group,
             }
             for name, job in config.jobs.items()
         },
@@ -227,6 +228,7 @@ def cmd_config(args: argparse.Namespace) -> int:
                 f"job {name}: {job.strategy} key={job.key} db={job.database} "
                 f"schedule={job.schedule or '-'} ({job.timezone})"
                 + (" ledger_commit=async" if job.ledger_commit == "async" else "")
+                + (f" lock_group={job.lock_group}" if job.lock_group else "")
             )
         )
     return EXIT_OK

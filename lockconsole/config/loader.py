@@ -21,6 +21,7 @@ from typing import Any
 
 from lockconsole.config import ledger_commit as config_ledger_commit
 from lockconsole.config import redis as config_redis
+from lockconsole.config import sharing
 from lockconsole.config.checks import (  # noqa: F401  (re-exported: public names of this module)
     IDENTIFIER,
     JOB_NAME,
@@ -72,6 +73,7 @@ _JOB_KEYS = {
     "allow_pooler",
     "redis_prefix",
     "ledger_commit",
+    "lock_group",
 }
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 
@@ -171,6 +173,8 @@ class _Builder:
             raise self.error((), "jobs", "must be a table of jobs")
         for name, raw in raw_jobs.items():
             jobs[name] = self.job(name, raw, databases)
+        if clash := sharing.clash(jobs, databases):
+            raise self.error(("jobs", clash[0]), clash[1], clash[2])
         ledger = settings.get("ledger_database")
         if ledger is not None and (not isinstance(ledger, str) or ledger not in databases):
             known = ", ".join(sorted(databases)) or "none"
@@ -263,39 +267,27 @@ class _Builder:
             raise field_error(
                 "key_recipe", f"unknown recipe {recipe!r} (choose {', '.join(keys.RECIPES)})"
             )
-        try:
-            if strategy in ("pg-session", "pg-xact"):
-                key = keys.pg_key_for(name, spec.get("key"), recipe)
-            else:
-                key = keys.name_key_for(name, spec.get("key"))
-        except ValueError as exc:
-            raise field_error("key", str(exc)) from None
+        group = self.checked(where, "lock_group", sharing.check_group, spec.get("lock_group"))
+        key = self.checked(
+            where,
+            "key",
+            lambda k: sharing.job_key(name, strategy, k, recipe, group),
+            spec.get("key"),
+        )
 
         schedule = spec.get("schedule")
         if schedule is not None:
-            try:
-                check_cron(schedule)
-            except ValueError as exc:
-                raise field_error("schedule", str(exc)) from None
-        try:
-            timezone = check_timezone(spec.get("timezone", "UTC"))
-        except ValueError as exc:
-            raise field_error("timezone", str(exc)) from None
+            self.checked(where, "schedule", check_cron, schedule)
+        timezone = self.checked(where, "timezone", check_timezone, spec.get("timezone", "UTC"))
 
         command = spec.get("command")
         target = spec.get("callable")
         if command is not None and target is not None:
             raise field_error("callable", "give either 'command' or 'callable', not both")
         if command is not None:
-            try:
-                command = check_command(command)
-            except ValueError as exc:
-                raise field_error("command", str(exc)) from None
+            command = self.checked(where, "command", check_command, command)
         if target is not None:
-            try:
-                check_callable(target)
-            except ValueError as exc:
-                raise field_error("callable", str(exc)) from None
+            self.checked(where, "callable", check_callable, target)
 
         durations = {}
         for k in ("max_duration", "min_hold"):
@@ -328,20 +320,13 @@ class _Builder:
         allow_pooler = spec.get("allow_pooler", False)
         if not isinstance(allow_pooler, bool):
             raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
-        try:
-            commit = config_ledger_commit.check(spec.get("ledger_commit", "durable"))
-        except ValueError as exc:
-            raise field_error("ledger_commit", str(exc)) from None
+        commit = self.checked(
+            where, "ledger_commit", config_ledger_commit.check, spec.get("ledger_commit", "durable")
+        )
         lease_table = spec.get("lease_table", "shedlock")
         redis_prefix = spec.get("redis_prefix", "job-lock:default:")
-        try:
-            config_redis.check_prefix(redis_prefix)
-        except ValueError as exc:
-            raise field_error("redis_prefix", str(exc)) from None
-        try:
-            check_identifier(lease_table)
-        except ValueError as exc:
-            raise field_error("lease_table", str(exc)) from None
+        self.checked(where, "redis_prefix", config_redis.check_prefix, redis_prefix)
+        self.checked(where, "lease_table", check_identifier, lease_table)
 
         idempotency = None
         if "idempotency" in spec:
@@ -366,10 +351,20 @@ class _Builder:
             allow_pooler=allow_pooler,
             redis_prefix=redis_prefix,
             ledger_commit=commit,
+            lock_group=group,
         )
 
     def field_error(self, where: tuple[str, ...]) -> Callable[[str, str], ConfigError]:
         return lambda key, message: self.error(where, key, message)
+
+    def checked(
+        self, where: tuple[str, ...], key: str, check: Callable[[Any], Any], value: Any
+    ) -> Any:
+        """check(value), or the ConfigError of `key` in `where` saying why not."""
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise self.error(where, key, str(exc)) from None
 
     def idempotency(self, where: tuple[str, ...], raw: object) -> Idempotency:
         spec = self.table(raw, where, _IDEMPOTENCY_KEYS)

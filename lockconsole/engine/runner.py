@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import Lock
-from lockconsole.backends.factory import open_lock, rounds_for
+from lockconsole.backends.factory import fence, open_lock, rounds_for
 from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.rounds import SKIP_HELD, Rounds
@@ -188,6 +188,7 @@ def _decide(
             lock.release()
             reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
             return _record_skip(ledger, base, reason), rounds
+    fence(lock, ledger)
     acquired = evolve(
         base, outcome="acquired", session_id=lock.session_id, fencing_token=lock.fencing_token
     )

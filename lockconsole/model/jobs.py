@@ -102,6 +102,8 @@ class Job:
     # "durable": every ledger row waits for the server's WAL flush; "async": the "acquired" row
     # still does, a skipped row and an outcome do not (PostgreSQL, merged statements only)
     ledger_commit: LedgerCommit = "durable"
+    # jobs naming one group share one lock on purpose (config/sharing.py); None: a lock of its own
+    lock_group: str | None = None
 
 
 @dataclass(frozen=True)

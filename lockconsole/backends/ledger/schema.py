@@ -1,4 +1,5 @@
-"""The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output.
+"""The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output,
+requests, and the fencing tokens the ledger issues for locks whose store can forget them.
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -15,6 +16,7 @@ TABLE = "lockconsole_runs"
 CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
 REQUESTS_TABLE = "lockconsole_requests"  # runs asked of the fleet, and how they went
 OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
+FENCING_TABLE = "lockconsole_fencing"  # per lock: the highest fencing token the ledger issued
 
 
 @cache
@@ -112,6 +114,12 @@ def schema() -> tuple[Any, Any]:
         Column("expires_at", UTCDateTime, nullable=False),
         Column("reason", Text),
         Index("ix_lockconsole_requests_state", "state"),
+    )
+    Table(
+        FENCING_TABLE,
+        metadata,
+        Column("lock_id", String(255), primary_key=True),
+        Column("token", BigInteger, nullable=False),
     )
     return metadata, table
 

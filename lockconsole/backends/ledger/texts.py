@@ -33,6 +33,9 @@ def grant_hint(query: str, runs_table: str) -> str:
             f" (run requests need {verb} on lockconsole_requests: "
             f"GRANT {verb} ON lockconsole_requests ...)"
         )
+    if query == "issue_fencing_token":  # a Redis lock's token: an upsert on its row
+        grant = "GRANT SELECT, INSERT, UPDATE ON lockconsole_fencing ..."
+        return f" (the ledger issues Redis fencing tokens in lockconsole_fencing: {grant})"
     if query in table:
         return f" (the ledger needs {verb} on {table[query]}: GRANT {verb} ON {table[query]} ...)"
     grant = f"GRANT SELECT, INSERT, UPDATE ON {runs_table} ..."

@@ -9,9 +9,12 @@ other on the same name:
             acquisition, compare-and-PEXPIRE to the end of min_hold instead
   check     GET key == value (the watchdog): a key that expired, was taken over, or vanished
             with a Redis restart without persistence is a lost lock.
-lockconsole's acquisition also INCRs `lockconsole:fencing:<key>` (the fencing token) and
-writes `lockconsole:token:<key>` = "<token> <value>" with the same expiry, in the same Lua
-script, so an inspector can tell which token the current value holds. ShedLock ignores both.
+lockconsole's acquisition also INCRs `lockconsole:fencing:<key>` in the same Lua script. That
+counter is only the floor of the fencing token: Redis forgets it with a FLUSHALL or a restart
+without persistence, so the token itself is issued by the SQL ledger (`fencing.py`, through
+`issue_token`, once the attempt is going to run), written back to the counter, and noted in
+`lockconsole:token:<key>` = "<token> <value>" with the lock's expiry, so an inspector can tell
+which token the current value holds. ShedLock ignores both keys.
 
 Keys and values are bytes in Redis; lockconsole reads them as UTF-8 with surrogateescape, so
 any byte string survives the round trip to the exact bytes a guarded release compares.
@@ -28,6 +31,7 @@ from typing import Any
 
 from lockconsole.backends import LockBase
 from lockconsole.backends.connect import close_quietly, first_line
+from lockconsole.backends.redis import fencing
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, DatabaseURL, Job
@@ -38,12 +42,22 @@ READ_TIMEOUT = 30.0  # seconds: a command that long means the connection is gone
 FENCING_PREFIX = "lockconsole:fencing:"  # + the lock key: INCR counter per name
 TOKEN_PREFIX = "lockconsole:token:"  # + the lock key: "<token> <value>" of the holder
 
-# KEYS: lock, counter, token note; ARGV: value, ms. The token, or 0 when the key is held.
+# KEYS: lock, counter; ARGV: value, ms. Redis's count of acquisitions, or 0 when the key is held.
 ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[3], token .. ' ' .. ARGV[1], 'PX', ARGV[2])
-  return token
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+"""
+# KEYS: lock, token note, counter; ARGV: value, token, ms. While the key holds our value: note
+# the token and raise the counter to it; 1 then, else 0.
+NOTE_TOKEN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[1], 'PX', ARGV[3])
+  if (tonumber(redis.call('GET', KEYS[3])) or 0) < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[3], ARGV[2])
+  end
+  return 1
 end
 return 0
 """
@@ -122,6 +136,8 @@ class RedisLock(LockBase):
             encode(k) for k in (self.key, FENCING_PREFIX + self.key, TOKEN_PREFIX + self.key)
         ]
         self._release_keys = [self._keys[0], self._keys[2]]
+        self._note_keys = [self._keys[0], self._keys[2], self._keys[1]]
+        self._floor = 0  # Redis's counter at our acquisition: the least token to issue
         self.host = socket.gethostname()
         self.session_id: int | None = None
         self.fencing_token: int | None = None
@@ -138,7 +154,12 @@ class RedisLock(LockBase):
     def _redis(self) -> Any:
         if self._client is None:
             self._client = client_for(self.database.url)
-            scripts = {"acquire": ACQUIRE, "release": RELEASE, "keep": KEEP_UNTIL}
+            scripts = {
+                "acquire": ACQUIRE,
+                "release": RELEASE,
+                "keep": KEEP_UNTIL,
+                "note": NOTE_TOKEN,
+            }
             self._scripts = {k: self._client.register_script(v) for k, v in scripts.items()}
         return self._client
 
@@ -149,21 +170,42 @@ class RedisLock(LockBase):
         )
 
     def acquire(self) -> bool:
-        """SET NX PX max_duration (with the fencing INCR, in one script); never waits."""
+        """SET NX PX max_duration (with the counter's INCR, in one script); never waits.
+
+        The fencing token is not known yet: `issue_token` gets it from the ledger.
+        """
         value = shedlock_value(self.host)
         raw = encode(value)
         if self._client is None:
             self._redis()
         try:
-            token = int(self._scripts["acquire"](keys=self._keys, args=[raw, self._ms]))
+            counted = int(self._scripts["acquire"](keys=self._keys[:2], args=[raw, self._ms]))
         except redis_errors() as exc:
             self._drop()
             raise self._failed(exc) from None
-        if not token:
+        if not counted:
             return False
-        self.held, self.value, self._value, self.fencing_token = True, value, raw, token
+        self.held, self.value, self._value, self.fencing_token = True, value, raw, None
         self.lost_before_release, self._acquired_at = False, time.monotonic()
+        self._floor = counted
         return True
+
+    def issue_token(self, ledger: fencing.TokenIssuer) -> int:
+        """The held lock's fencing token, issued by `ledger` (above every earlier one), noted.
+
+        A ledger that cannot issue it raises (DatabaseError); the key stays held for the caller
+        to release. A failed note only leaves `locks` without the token: the watchdog decides
+        whether the key is still ours.
+        """
+        if not self.held or self.value is None:
+            raise ValueError(f"redis lock {self.key!r} is not held: it has no token to issue")
+        token = fencing.issue(ledger, self.key, self._floor)
+        self.fencing_token = token
+        try:
+            self._scripts_run("note", [self._value, token, self._ms], self._note_keys)
+        except redis_errors():
+            self._drop()
+        return token
 
     def still_held(self) -> bool:
         """True while the key still holds our value; never raises (an error twice: False)."""
@@ -201,10 +243,10 @@ class RedisLock(LockBase):
                 self.lost_before_release = not done
                 return
 
-    def _scripts_run(self, name: str, args: list[Any]) -> int:
+    def _scripts_run(self, name: str, args: list[Any], keys: list[bytes] | None = None) -> int:
         if self._client is None:
             self._redis()
-        return int(self._scripts[name](keys=self._release_keys, args=args))
+        return int(self._scripts[name](keys=keys or self._release_keys, args=args))
 
     def reusable(self) -> bool:
         """Released cleanly (the key was still ours): fit for another attempt."""

@@ -120,6 +120,10 @@ def job_fields(status: JobStatus) -> Table:
         ("database", job.database),
         ("strategy", job.strategy),
         ("key", f"{job.key} ({job.key.kind})"),
+        (
+            "lock group",
+            f"{job.lock_group} (its lock is shared on purpose)" if job.lock_group else None,
+        ),
         ("schedule", f"{job.schedule} ({job.timezone})" if job.schedule else "none (manual)"),
         ("command", " ".join(job.command) if job.command else None),
         ("callable", job.callable),
