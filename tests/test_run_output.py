@@ -222,3 +222,53 @@ def test_no_fragment_of_a_password_survives_at_the_cut(
     assert text.startswith("[… ") and text.endswith("\n")
     fragments = {CUT_SECRET[i : i + 4] for i in range(len(CUT_SECRET) - 3)}
     assert not [f for f in fragments if f in text], "a fragment of the password was kept"
+
+
+ENV_SECRETS = {
+    "PGPASSWORD": "pg-Secret-1",
+    "MYSQL_PWD": "my-Secret-2",
+    "BILLING_API_TOKEN": "tok-Secret-3",
+    "db_secret_key": "low-Secret-4",  # any case
+    "SHORT_PASSWORD": "abc",  # under 4 characters: masking it would hit ordinary words
+}
+PRINTS_ENV = (
+    "import os\n"
+    "for name in sorted(os.environ):\n"
+    f"    if name in {sorted(ENV_SECRETS)!r} or name == 'BILLING_REGION':\n"
+    "        print(f'{name}={os.environ[name]}')\n"
+)
+
+
+@pytest.mark.mysql
+def test_the_values_of_secret_variables_are_masked_in_the_tail(
+    dialect_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    job = f"envleak_{uid}"
+    script = tmp_path / "envleak.py"
+    script.write_text(PRINTS_ENV, encoding="utf-8")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{dialect_url}"
+        [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
+        command = ["{sys.executable}", "{script}"]
+        """
+    )
+    env = {**cli_env, **ENV_SECRETS, "BILLING_REGION": "eu-west-visible"}
+    done = cli(config, "run", job, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout.strip().splitlines()[-1])["id"]
+    # the stored tail, read straight from the ledger (no masking on the way out)
+    stored = output_of(Ledger(parse_config(config.read_text()).databases["main"]), run_id)
+    assert stored is not None and stored.output is not None
+    for name, value in ENV_SECRETS.items():
+        assert f"{name}=" in stored.output
+        assert (value in stored.output) == (len(value) < 4), (name, stored.output)
+    assert "BILLING_REGION=eu-west-visible" in stored.output  # not a secret's name
+    assert "PGPASSWORD=***" in stored.output and "BILLING_API_TOKEN=***" in stored.output
+    for args in (["output", str(run_id)], ["output", str(run_id), "--json"]):
+        shown = cli(config, *args, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert "MYSQL_PWD=***" in shown.stdout and "eu-west-visible" in shown.stdout
+        assert not [v for v in ENV_SECRETS.values() if len(v) >= 4 and v in shown.stdout]

@@ -103,8 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:  # everything after -- is the job's command, untouched by argparse
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
+    from lockconsole.config.urls import remember_environment
     from lockconsole.text.safe import masked_stdio
 
+    remember_environment()  # a secret variable's value is masked like a password
     try:
         with masked_stdio():  # every password masked in whatever this command prints
             code = _main(argv, command, whole_process)

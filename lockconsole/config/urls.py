@@ -48,6 +48,36 @@ def remember_secret(secret: str | None) -> None:
         _secrets.add(repr(secret)[1:-1])
 
 
+# Variables whose values are secrets: the clients' own password variables, and any whose name
+# says PASSWORD, SECRET or TOKEN (any case). A job inherits them, and may print them.
+_SECRET_VARIABLES = ("PGPASSWORD", "MYSQL_PWD")
+_SECRET_NAME = re.compile(r"(?i)PASSWORD|SECRET|TOKEN")
+_environ_seen: frozenset[tuple[str, str]] = frozenset()
+
+
+def secret_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables of `environ` (default os.environ) whose values are masked as secrets."""
+    env = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in env.items()
+        if name in _SECRET_VARIABLES or _SECRET_NAME.search(name)
+    }
+
+
+def remember_environment(environ: dict[str, str] | None = None) -> None:
+    """Have redact() mask the values of the environment's secret variables (at least
+    MIN_SECRET characters: shorter ones would mask ordinary words); cheap when nothing changed."""
+    global _environ_seen
+    found = secret_variables(environ)
+    items = frozenset(found.items())
+    if items <= _environ_seen:
+        return
+    _environ_seen |= items
+    for value in found.values():
+        remember_secret(value)
+
+
 def redact(text: str) -> str:
     """`text` with every password masked: the one filter for all lockconsole shows or keeps."""
     if not text:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         from lockconsole.backends.probe import probe as probe_database
 
         probe = probe_database(url)
-    text = render(url, probe, datetime.now(UTC))
+    text = render(url, probe, datetime.now(UTC), args.url)
     try:
         with open(path, "x", encoding="utf-8") as out:
             out.write(text)
@@ -63,6 +63,6 @@ def run(args: argparse.Namespace) -> int:
     os.chmod(path, 0o600 if url is not None and url.password else 0o644)
     print(shown(f"wrote {path}"))
     for line in text.splitlines():
-        if line.startswith("#   ") or line.startswith("# Suggested"):
+        if line.startswith(("#   ", "# Suggested", "# the URL's")):
             print(shown(line[2:].strip()))
     return 0

@@ -11,6 +11,7 @@ import json
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING
+from urllib.parse import unquote_plus
 
 from lockconsole.model.jobs import DatabaseURL
 from lockconsole.text.safe import shown
@@ -27,14 +28,46 @@ def _comment(text: str, width: int = 200) -> str:
     return shown(text)[:width]
 
 
-def url_line(url: DatabaseURL) -> tuple[str, str | None]:
-    """The URL as the file states it: a password becomes ${LOCKCONSOLE_DB_PASSWORD}."""
-    if not url.password:
-        return url.raw, None
-    scheme, rest = url.raw.split("://", 1)
-    userinfo, at, tail = rest.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}:${{{PASSWORD_VARIABLE}}}{at}{tail}", PASSWORD_VARIABLE
+_SECRET_KEY = re.compile(r"(?i)(pass(word|wd)?|secret|token)$")
+_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _variable_for(key: str) -> str:
+    """The environment variable a query's secret `key` is read from in the written file."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").upper()
+    return PASSWORD_VARIABLE if slug == "PASSWORD" else f"LOCKCONSOLE_DB_{slug or 'SECRET'}"
+
+
+def url_line(raw: str) -> tuple[str, list[str]]:
+    """The URL as the file states it, and what was done to each secret in it.
+
+    `raw` is the URL as given, before ${ENV} expansion. No password is written in any form: a
+    password in the user-info, and every query parameter whose (percent-decoded) name ends in
+    pass, passwd, password, secret or token (`password=`, libpq's `sslpassword=`, PyMySQL's
+    `ssl_key_password=`), becomes a ${NAME} reference; one that already is a reference is kept.
+    """
+    notes: list[str] = []
+    scheme, sep, rest = raw.partition("://")
+    rest, hash_mark, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    userinfo, at, hostpath = rest.rpartition("@")
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if colon and password and not _ENV_REFERENCE.fullmatch(password):
+            userinfo = f"{user}:${{{PASSWORD_VARIABLE}}}"
+            notes.append(f"the URL's password was replaced by ${{{PASSWORD_VARIABLE}}}")
+        rest = f"{userinfo}@{hostpath}"
+    pairs = []
+    for pair in query.split("&") if query else []:
+        key, equals, value = pair.partition("=")
+        name = unquote_plus(key)
+        if equals and value and _SECRET_KEY.search(name) and not _ENV_REFERENCE.fullmatch(value):
+            variable = _variable_for(name)
+            pair = f"{key}=${{{variable}}}"
+            notes.append(f"the URL's {name}= was replaced by ${{{variable}}}")
+        pairs.append(pair)
+    text = f"{scheme}{sep}{rest}{question}{'&'.join(pairs)}{hash_mark}{fragment}"
+    return text, notes
 
 
 def strategy_for(probe: Probe | None) -> tuple[str, str]:
@@ -121,8 +154,10 @@ def _privileges(probe: Probe) -> list[str]:
     return lines
 
 
-def render(url: DatabaseURL | None, probe: Probe | None, now: datetime) -> str:
-    """The starter file's text."""
+def render(
+    url: DatabaseURL | None, probe: Probe | None, now: datetime, given_url: str | None = None
+) -> str:
+    """The starter file's text; `given_url` is the URL as given, before ${ENV} expansion."""
     strategy, why = strategy_for(probe)
     lines = [
         f"# lockconsole.toml, written by `lockconsole init` on {now:%Y-%m-%d %H:%M} UTC.",
@@ -141,10 +176,9 @@ def render(url: DatabaseURL | None, probe: Probe | None, now: datetime) -> str:
     if url is None:
         lines.append('url = "postgresql://app:${DB_PASSWORD}@db.internal:5432/app"   # edit me')
     else:
-        text, variable = url_line(url)
+        text, notes = url_line(given_url or url.raw)
         lines.append(f"url = {json.dumps(text)}")
-        if variable:
-            lines.append(f"# the password is read from ${variable}: export it before running")
+        lines += [f"# {note}: export it (percent-encoded, as in a URL)" for note in notes]
     lines += [
         "",
         f"# Suggested strategy: {strategy} ({why}).",

@@ -1,5 +1,6 @@
 """The output a run leaves (`lockconsole_run_output`): the tail of a command's stdout and
-stderr, or a callable's exception and traceback, passwords masked, at most MAX_OUTPUT characters
+stderr, or a callable's exception and traceback, passwords (and the values of the environment's
+secret variables) masked, at most MAX_OUTPUT characters
 (the end is kept, from the start of a line, masked before it is cut). Raw driver, no
 SQLAlchemy: the runner writes it with the outcome."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.config.urls import redact
+from lockconsole.config.urls import redact, remember_environment
 
 MAX_OUTPUT = 64 * 1024  # characters kept of one run's output (its end)
 # A command's tail is kept this much longer than MAX_OUTPUT, so it is masked before its last cut:
@@ -50,6 +51,7 @@ def masked_tail(text: str, cut: int = 0) -> str:
 def keep_output(ledger: Ledger, run_id: int, text: str, cut: int = 0) -> None:
     """Keep a finished run's output (masked, its tail) in the ledger's database; `cut`: how
     many earlier bytes of it were not kept (a command's tail)."""
+    remember_environment()  # the job inherited our environment: its secrets are masked too
     params = {"run_id": run_id, "output": masked_tail(text, cut)}
     ledger.insert("insert_run_output", params)
 
