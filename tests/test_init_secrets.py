@@ -6,12 +6,11 @@ run says so; the written file, given those variables, names the same database.""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
+from test_init import init
 
 from lockconsole.config.loader import load_config
 from lockconsole.starter.template import url_line
@@ -36,17 +35,6 @@ PG_FORMS = {
         u, f"postgres:{ENCODED}", f"?sslpassword={ENCODED}x&sslmode=disable"
     ),
 }
-
-
-def init(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "init", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def _leaks(text: str) -> list[str]:

@@ -45,6 +45,19 @@ def strategy_of(url: str) -> str:
     return "lease" if url.startswith("sqlite") else "mysql" if "mysql" in url else "pg-session"
 
 
+def script_job(write_config, dialect_url: str, job: str, script: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A config with one job that runs `script` on the dialect's database."""
+    return write_config(  # type: ignore[no-any-return]
+        f"""
+        [databases.main]
+        url = "{dialect_url}"
+        [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
+        command = ["{sys.executable}", "{script}"]
+        """
+    )
+
+
 def output_json(config: Path, run_id: int, env: dict[str, str]) -> dict[str, object]:
     done = cli(config, "output", str(run_id), "--json", env=env)
     assert done.returncode == 0, done.stderr
@@ -60,15 +73,7 @@ def test_a_failed_commands_output_tail_is_kept_masked(
     job = f"leaky_{uid}"
     script = tmp_path / "leaky.py"
     script.write_text(LEAKY, encoding="utf-8")
-    config = write_config(
-        f"""
-        [databases.main]
-        url = "{dialect_url}"
-        [jobs.{job}]
-        strategy = "{strategy_of(dialect_url)}"
-        command = ["{sys.executable}", "{script}"]
-        """
-    )
+    config = script_job(write_config, dialect_url, job, script)
     done = cli(config, "run", job, "--json", env=cli_env)
     assert done.returncode == 7, done.stderr
     assert "boom: tenant 4" in done.stderr  # stderr still reaches the caller's stderr
@@ -246,15 +251,7 @@ def test_the_values_of_secret_variables_are_masked_in_the_tail(
     job = f"envleak_{uid}"
     script = tmp_path / "envleak.py"
     script.write_text(PRINTS_ENV, encoding="utf-8")
-    config = write_config(
-        f"""
-        [databases.main]
-        url = "{dialect_url}"
-        [jobs.{job}]
-        strategy = "{strategy_of(dialect_url)}"
-        command = ["{sys.executable}", "{script}"]
-        """
-    )
+    config = script_job(write_config, dialect_url, job, script)
     env = {**cli_env, **ENV_SECRETS, "BILLING_REGION": "eu-west-visible"}
     done = cli(config, "run", job, "--json", env=env)
     assert done.returncode == 0, done.stderr
