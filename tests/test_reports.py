@@ -244,11 +244,24 @@ def test_missed_slots_after_the_job_stops_running(setup, cli_env, plain_session)
 # -- lock lost, failed ------------------------------------------------------------------------
 
 
-def test_terminated_holder_session_is_lock_lost(setup, cli_env, plain_session):
+def test_terminated_holder_session_is_lock_lost(setup, cli_env, plain_session, tmp_path):
     config, cfg, job = setup("terminated", watchdog_interval=0.3, stop_grace=2)
+    started = tmp_path / "job-started"
     proc = lockconsole(
-        config, "run", job.name, "--instance", "web-1", "--", "sleep", "30", env=cli_env
+        config,
+        "run",
+        job.name,
+        "--instance",
+        "web-1",
+        "--",
+        "sh",
+        "-c",
+        f"touch {started}; exec sleep 30",
+        env=cli_env,
     )
+    # The session is ended once the job runs: the lock shows in pg_locks while the runner still
+    # reads its try-lock's answer, and ending the session then is a lost connection (exit 5)
+    wait_for(started.exists, what="the job to start")
     holder, _ = wait_for(lambda: holder_of(plain_session, cfg, job))
     plain_session.execute("SELECT pg_terminate_backend(%s)", (holder.pid,))
     assert proc.wait(timeout=30) == 4, proc.communicate()[1]
