@@ -23,6 +23,7 @@ from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, 
 from lockconsole.engine.sessions import SessionRegistry, give_back
 from lockconsole.engine.stopping import Stop
 from lockconsole.engine.watchdog import WATCHDOGS, Watch
+from lockconsole.model.context import JobContext, qualified_run_id
 from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError, RunClosedError
 from lockconsole.model.jobs import Job, Run, evolve
 from lockconsole.model.slots import utcnow
@@ -125,6 +126,19 @@ class Attempt:
     @property
     def acquired(self) -> bool:
         return self.lock is not None and self.run.outcome == "acquired"
+
+    @property
+    def context(self) -> JobContext:
+        """What the job may know of this attempt: slot, qualified run id, fencing token."""
+        run = self.run
+        return JobContext(
+            job=run.job,
+            slot=run.slot,
+            run_id=qualified_run_id(self.ledger.database.name, run.id),
+            instance=run.instance,
+            trigger=run.trigger,
+            fencing_token=run.fencing_token,
+        )
 
     def check(self) -> None:
         """Raise LockLostError if the watchdog found the lock gone (for cooperative jobs)."""

@@ -62,6 +62,17 @@ class OutputTail:
         return data.decode("utf-8", "replace"), dropped
 
 
+def go_message(context: dict[str, str]) -> bytes:
+    """The supervisor's "go": b"g", the payload's length in 8 hex digits, then NAME=VALUE\\0..."""
+    payload = b"".join(f"{k}={v}".encode() + b"\0" for k, v in context.items())
+    return b"g" + b"%08x" % len(payload) + payload
+
+
+def _send_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 class Command:
     """A child process in its own process group, so stopping it stops its children too."""
 
@@ -134,8 +145,12 @@ class Command:
         with self._lock:
             self.proc = proc
 
-    def start(self) -> None:
-        """Start the job unless a stop came first (then `job_started` stays False)."""
+    def start(self, context: dict[str, str] | None = None) -> None:
+        """Start the job unless a stop came first (then `job_started` stays False).
+
+        `context` (the attempt's `LOCKCONSOLE_*` variables) is added to the job's environment:
+        the supervisor was started before the lock, so it gets them with its "go".
+        """
         with self._lock:
             stopped = bool(self.stop_reason)
         if stopped:
@@ -151,7 +166,7 @@ class Command:
             go = go and not self.stop_reason
             if go and self._ctl is not None:
                 try:
-                    os.write(self._ctl, b"g")
+                    _send_all(self._ctl, go_message(context or {}))
                 except BrokenPipeError:  # the supervisor was stopped meanwhile
                     pass
         if not go:

@@ -83,7 +83,7 @@ def _run_command(
         attempt.request_stop(f"stopped by {signal.Signals(signum).name}", signum)
 
     with _signals(on_signal if handle_signals else None):
-        command.start()
+        command.start(attempt.context.environment())
         code = command.wait() if command.proc is not None else None
     faultpoints.reach(faultpoints.BEFORE_RECORD)
     attempt.output, attempt.output_cut = command.tail.text()

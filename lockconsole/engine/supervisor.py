@@ -5,7 +5,8 @@ lockconsole. It is the leader of the job's own process group and exists so that 
 with the runner, however the runner dies (SIGKILL, the OOM killer, a crash):
 
 - CTL is the read end of a pipe whose only write end the runner holds (never inherited by
-  other children). The supervisor starts the job only after reading a "go" byte from it, so a
+  other children). The supervisor starts the job only after reading "go" from it (a "g", then
+  the attempt's LOCKCONSOLE_* variables for the job's environment, length-prefixed), so a
   stop requested before that instant means the job never starts. End of file on it means the
   runner process is gone: the supervisor sends SIGTERM to the job's process group, waits up to
   GRACE seconds for the job, then SIGKILLs the whole group (itself included). A pipe is used
@@ -98,6 +99,35 @@ def _spawn(argv: list[str], keep_out: tuple[int, ...]) -> int:
     return pid
 
 
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            return None  # the runner went away mid-message
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_context(ctl: int) -> dict[str, str] | None:
+    """The LOCKCONSOLE_* variables sent after "go": 8 hex digits of length, NAME=VALUE\\0 ..."""
+    head = _read_exactly(ctl, 8)
+    if head is None:
+        return None
+    payload = _read_exactly(ctl, int(head, 16))
+    if payload is None:
+        return None
+    context = {}
+    for entry in payload.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep:
+            context[name.decode("utf-8", "surrogateescape")] = value.decode(
+                "utf-8", "surrogateescape"
+            )
+    return context
+
+
 def main(args: list[str]) -> int:
     ctl, status, grace = int(args[0]), int(args[1]), float(args[2])
     argv = args[4:]
@@ -119,6 +149,10 @@ def main(args: list[str]) -> int:
             data = os.read(ctl, 1)
             if not data:
                 return STOPPED_BEFORE_START  # the runner is gone: never start the job
+            context = _read_context(ctl)
+            if context is None:
+                return STOPPED_BEFORE_START
+            os.environ.update(context)
             break
         if wake_r in ready:
             os.read(wake_r, 512)

@@ -1,0 +1,111 @@
+"""A job knows its attempt: a command finds LOCKCONSOLE_JOB, _SLOT, _RUN_ID, _INSTANCE, _TRIGGER
+and _FENCING_TOKEN in its environment, and `run_once`'s attempt carries the same context, on
+every ledger dialect and every strategy that issues a token."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lockconsole import run_once
+from lockconsole.config.loader import parse_config
+from lockconsole.model.context import ENVIRONMENT
+
+# the job writes what it was given, and nothing else of its environment, to the file it is told
+DUMP = (
+    "import json, os, sys\n"
+    "names = [n for n in os.environ if n.startswith('LOCKCONSOLE_')]\n"
+    "json.dump({n: os.environ[n] for n in names}, open(sys.argv[1], 'w'))\n"
+)
+
+
+def strategy_of(url: str) -> str:
+    return "lease" if url.startswith("sqlite") else "mysql" if "mysql" in url else "pg-session"
+
+
+def run_json(config: Path, *words: str, env: dict[str, str]) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", *words, "--json"],
+        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.mysql
+def test_a_command_job_reads_its_attempt_from_its_environment(
+    dialect_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    job = f"ctx_{uid}"
+    script, seen = tmp_path / "dump.py", tmp_path / "seen.json"
+    script.write_text(DUMP, encoding="utf-8")
+    config = write_config(
+        f"""
+        [databases.billing]
+        url = "{dialect_url}"
+        [jobs.{job}]
+        strategy = "{strategy_of(dialect_url)}"
+        command = ["{sys.executable}", "{script}", "{seen}"]
+        """
+    )
+    env = dict(cli_env, LOCKCONSOLE_INSTANCE=f"web-{uid}", LOCKCONSOLE_RUN_ID="stale-outer-value")
+    run = run_json(config, job, env=env)
+    assert run["outcome"] == "succeeded"
+    context = json.loads(seen.read_text(encoding="utf-8"))
+    assert context["LOCKCONSOLE_JOB"] == job
+    assert context["LOCKCONSOLE_RUN_ID"] == f"billing:{run['id']}"  # the ledger's name, then id
+    assert context["LOCKCONSOLE_INSTANCE"] == f"web-{uid}" == run["instance"]
+    assert context["LOCKCONSOLE_TRIGGER"] == "scheduled" == run["trigger"]
+    slot = datetime.fromisoformat(context["LOCKCONSOLE_SLOT"])
+    assert slot.utcoffset() is not None and slot.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+    assert slot == datetime.fromisoformat(str(run["slot"]))
+    if run["fencing_token"] is None:
+        assert "LOCKCONSOLE_FENCING_TOKEN" not in context  # unknown is unset, never ""
+    else:
+        assert context["LOCKCONSOLE_FENCING_TOKEN"] == str(run["fencing_token"])
+    assert set(context) <= set(ENVIRONMENT)
+
+
+def test_a_manual_run_tells_the_job_its_trigger_and_its_own_slot(
+    pg_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    job = f"ctx_{uid}"
+    script, seen = tmp_path / "dump.py", tmp_path / "seen.json"
+    script.write_text(DUMP, encoding="utf-8")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.{job}]
+        strategy = "lease"
+        schedule = "0 2 * * *"
+        command = ["{sys.executable}", "{script}", "{seen}"]
+        """
+    )
+    run = run_json(config, job, "--manual", env=cli_env)
+    context = json.loads(seen.read_text(encoding="utf-8"))
+    assert context["LOCKCONSOLE_TRIGGER"] == run["trigger"] == "manual"
+    assert datetime.fromisoformat(context["LOCKCONSOLE_SLOT"]) == datetime.fromisoformat(
+        str(run["slot"])
+    )
+    assert int(context["LOCKCONSOLE_FENCING_TOKEN"]) == run["fencing_token"] >= 1
+
+
+def test_run_once_carries_the_same_context(pg_url, uid, empty_registry):  # type: ignore[no-untyped-def]
+    config = parse_config(
+        f'[databases.main]\nurl = "{pg_url}"\n[jobs.ctx_{uid}]\nstrategy = "lease"\n'
+    )
+    slot = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    with run_once(f"ctx_{uid}", config=config, instance="app-1", slot=slot) as attempt:
+        assert attempt.acquired
+        context = attempt.context
+        assert context.job == f"ctx_{uid}" and context.instance == "app-1"
+        assert context.slot == slot and context.slot_text == "2026-11-30T02:00:00+00:00"
+        assert context.run_id == f"main:{attempt.run.id}"
+        assert context.fencing_token == attempt.run.fencing_token is not None
+        assert context.environment()["LOCKCONSOLE_RUN_ID"] == context.run_id
