@@ -109,3 +109,46 @@ def test_run_once_carries_the_same_context(pg_url, uid, empty_registry):  # type
         assert context.run_id == f"main:{attempt.run.id}"
         assert context.fencing_token == attempt.run.fencing_token is not None
         assert context.environment()["LOCKCONSOLE_RUN_ID"] == context.run_id
+
+
+TALKATIVE = (
+    "import sys\n"
+    "for i in range(200):\n"
+    "    print('tenant', i, 'charged {\"x\": 1}')\n"
+    "sys.stdout.flush()\n"
+)
+
+
+def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+    """A talkative job under `run --json`: its stdout goes to stderr, ours parses as one object."""
+    script = tmp_path / "talk.py"
+    script.write_text(TALKATIVE, encoding="utf-8")
+    module = f"talking_{uid}"
+    (tmp_path / f"{module}.py").write_text(
+        "def talk():\n    for i in range(50):\n        print('callable says', i)\n",
+        encoding="utf-8",
+    )
+    env = dict(cli_env, PYTHONPATH=f"{tmp_path}:{cli_env['PYTHONPATH']}")
+    config = write_config(
+        f"""
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.cmd_{uid}]
+        strategy = "pg-session"
+        command = ["{sys.executable}", "{script}"]
+        [jobs.py_{uid}]
+        strategy = "pg-session"
+        callable = "{module}:talk"
+        """
+    )
+    for job, said in ((f"cmd_{uid}", "tenant 199 charged"), (f"py_{uid}", "callable says 49")):
+        done = subprocess.run(
+            [sys.executable, "-m", "lockconsole", "--config", str(config), "run", job, "--json"],
+            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        document = json.loads(done.stdout)  # the whole of stdout is one JSON document
+        assert document["schema"] == 1 and document["outcome"] == "succeeded"
+        assert document["ledger"] == "main" and document["run_id"] == f"main:{document['id']}"
+        assert "actor" in document
+        assert said in done.stderr

@@ -10,6 +10,7 @@ is the job's own (a job exiting with 2-5 is reported as 1; its real code is in t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -18,6 +19,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from lockconsole.model.context import qualified_run_id
 from lockconsole.model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -174,7 +176,13 @@ def cmd_run(
     instance = instance or default_instance(config.instance)
     stop = Stop()
     # the supervisor's interpreter starts while we connect; it starts the job only on "go"
-    command = None if callable(target) else Command(list(target), grace=job.stop_grace)
+    # with --json our stdout carries the JSON document alone: the job's stdout goes to stderr
+    stdout_fd = 2 if as_json else 1
+    command = (
+        None
+        if callable(target)
+        else Command(list(target), grace=job.stop_grace, stdout_fd=stdout_fd)
+    )
     actor = None
     if manual:
         from lockconsole.backends.audit import Actor
@@ -192,6 +200,9 @@ def cmd_run(
             stop=stop,
             actor=None if actor is None else str(actor),
         )
+        if as_json and callable(target):
+            with contextlib.redirect_stdout(sys.stderr):
+                return run_target(attempt, target, command=command)
         return run_target(attempt, target, command=command)
 
     with on_signals(stop):
@@ -214,16 +225,22 @@ def cmd_run(
             if command is not None:
                 command.discard()  # never told "go" (skipped, stopped, failed): it just ends
     if as_json:
-        print(json.dumps(run_json(run)), flush=True)
+        print(json.dumps(run_json(run, config.ledger_for(job).name)), flush=True)
     if stop.signum and run.outcome != "succeeded":
         return 128 + stop.signum
     return exit_code_for(run)
 
 
-def run_json(run: Run) -> dict[str, object]:
-    """A Run as JSON-ready values (ISO times)."""
-    out = asdict(run)
+RUN_SCHEMA = 1  # the version of `run --json`'s document: a field's meaning never changes within one
+
+
+def run_json(run: Run, ledger: str) -> dict[str, object]:
+    """A Run as JSON-ready values (ISO times), with its schema version and its ledger's name."""
+    out: dict[str, object] = {"schema": RUN_SCHEMA}
+    out.update(asdict(run))
     for k, v in out.items():
         if isinstance(v, datetime):
             out[k] = v.isoformat()
+    out["ledger"] = ledger
+    out["run_id"] = qualified_run_id(ledger, run.id)
     return out

@@ -83,8 +83,10 @@ class Command:
         env: dict[str, str] | None = None,
         output: Callable[[str], None] | None = None,
         grace: float = 10.0,
+        stdout_fd: int = 1,
     ) -> None:
         self.argv = list(argv)
+        self.stdout_fd = stdout_fd  # where the job's stdout goes (2 when ours carries JSON)
         self.proc: subprocess.Popen[bytes] | None = None
         self.env = env
         self.output = output  # None: the child writes to our stdout/stderr
@@ -138,7 +140,7 @@ class Command:
         else:
             self._readers = [
                 threading.Thread(target=self._relay, args=(pipe, fd), daemon=True)
-                for pipe, fd in ((proc.stdout, 1), (proc.stderr, 2))
+                for pipe, fd in ((proc.stdout, self.stdout_fd), (proc.stderr, 2))
             ]
         for reader in self._readers:
             start_quiet(reader)
