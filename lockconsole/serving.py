@@ -59,6 +59,9 @@ class RequestServer:
         self._thread: threading.Thread | None = None
         self._runs: list[threading.Thread] = []
         self._ledgers: dict[str, Ledger] = {}
+        # one connection per ledger database for looking, taking and noting requests: the loop
+        # and the runs it started take turns on it
+        self._guard = threading.Lock()
         self.wake = threading.Event()  # set by a NOTIFY or a stop: look now
         self.looked = threading.Event()  # set once LISTEN is done and every ledger was looked at
 
@@ -78,7 +81,7 @@ class RequestServer:
             self._thread.join(wait)
         for run in self._runs:
             run.join(wait)
-        if self._thread is None:  # never started (serve_once called directly): its ledgers
+        with self._guard:  # a run's last note may have opened it again after the loop ended
             for name in list(self._ledgers):
                 self._drop(name)
 
@@ -105,27 +108,37 @@ class RequestServer:
                         self.serve_once(database)
                     except Exception as exc:  # a database away now: look again later
                         log.warning("requests on %s: %s", database.url.masked, exc)
-                        self._drop(database.name)
+                        with self._guard:
+                            self._drop(database.name)
                 self.looked.set()
                 self.wake.wait(self.poll)  # a NOTIFY (PostgreSQL), the poll interval, or a stop
         finally:
             self.stopping.set()  # the listening threads end with the loop
             wakeups.join(LISTEN_WAIT * 4)
-            for name in list(self._ledgers):
-                self._drop(name)
+            with self._guard:
+                for name in list(self._ledgers):
+                    self._drop(name)
 
     def _drop(self, name: str) -> None:
         ledger = self._ledgers.pop(name, None)
         if ledger is not None:
             ledger.close()
 
-    def serve_once(self, database: Database) -> int:
-        """Expire stale requests, then take and start the ones this instance may serve."""
+    def _ledger(self, database: Database) -> Ledger:
         ledger = self._ledgers.get(database.name)
         if ledger is None:
             ledger = self._ledgers[database.name] = Ledger(
                 database, application_name="lockconsole:requests"
             )
+        return ledger
+
+    def serve_once(self, database: Database) -> int:
+        """Expire stale requests, then take and start the ones this instance may serve."""
+        with self._guard:
+            return self._serve_once(database)
+
+    def _serve_once(self, database: Database) -> int:
+        ledger = self._ledger(database)
         now = utcnow()
         requests.expire(ledger, now)
         names = {n for n, j in self.jobs.items() if self.config.ledger_for(j).name == database.name}
@@ -148,32 +161,43 @@ class RequestServer:
         from lockconsole.engine.runner import begin
 
         job = self.jobs[request.job]
-        with Ledger(database, application_name="lockconsole:requests") as ledger:
 
-            def note(state: str, run_id: int | None = None, reason: str | None = None) -> None:
+        def note(state: str, run_id: int | None = None, reason: str | None = None) -> None:
+            def record(ledger: Ledger) -> None:
                 requests.record(
                     ledger, request.id, self.instance, state, utcnow(), run_id=run_id, reason=reason
                 )
 
-            try:
-                target = self._target(job)
-                attempt = begin(
-                    job,
-                    self.config.database_for(job),
-                    self.config.ledger_for(job),
-                    instance=self.instance,
-                    slot=request.slot,
-                    trigger="scheduled" if request.slot is not None else "manual",
-                    force=request.forced,
-                )
-                note("running", attempt.run.id)
-                run = run_target(attempt, target, handle_signals=False)
-            except Exception as exc:
-                log.error("request %s of %s: %s", request.id, job.name, exc)
-                note("error", reason=str(exc)[:1000])
+            if database.url.dialect == "sqlite":  # its connection is the loop thread's alone
+                with Ledger(database, application_name="lockconsole:requests") as own:
+                    record(own)
                 return
-            note(run.outcome, run.id, run.message)
-            log.info("request %s: %s %s (run %s)", request.id, job.name, run.outcome, run.id)
+            with self._guard:  # the loop's connection, between its looks
+                try:
+                    record(self._ledger(database))
+                except Exception:
+                    self._drop(database.name)  # reconnected by the next use
+                    raise
+
+        try:
+            target = self._target(job)
+            attempt = begin(
+                job,
+                self.config.database_for(job),
+                self.config.ledger_for(job),
+                instance=self.instance,
+                slot=request.slot,
+                trigger="scheduled" if request.slot is not None else "manual",
+                force=request.forced,
+            )
+            note("running", attempt.run.id)
+            run = run_target(attempt, target, handle_signals=False)
+        except Exception as exc:
+            log.error("request %s of %s: %s", request.id, job.name, exc)
+            note("error", reason=str(exc)[:1000])
+            return
+        note(run.outcome, run.id, run.message)
+        log.info("request %s: %s %s (run %s)", request.id, job.name, run.outcome, run.id)
 
     def _target(self, job: Job) -> Target:
         if job.name in self.targets:

@@ -299,10 +299,16 @@ class Ledger:
         """Create the ledger table and its indexes, or add the columns an older one lacks."""
         from sqlalchemy.exc import SQLAlchemyError
 
+        engine = self._sa_engine()
         try:
-            ensure(self._sa_engine())
+            ensure(engine)
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+        finally:
+            if self.dialect != "sqlite":
+                # the pool would keep the checking connection open beside the ledger's own for
+                # the process's life (a `schedule` or a request server): reads reconnect
+                engine.dispose()
         self._schema_checked = True
 
     # internals
