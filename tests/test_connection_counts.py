@@ -138,7 +138,8 @@ def test_schedule_holds_one_request_connection_and_one_listen(
         idle = ["lockconsole:requests", "lockconsole:requests"]
         eventually(lambda: pg_sessions(own_pg) == idle, timeout=60)
         done = subprocess.run(
-            [sys.executable, "-m", "lockconsole", "--config", str(config), "request", f"j_{uid}", "--no-wait"],
+            [sys.executable, "-m", "lockconsole", "--config", str(config),
+             "request", f"j_{uid}", "--no-wait"],
             env=cli_env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
