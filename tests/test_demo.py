@@ -159,6 +159,8 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
     # previous night's run still holding the lock): it is then missed or skipped, never doubled.
     for night in live[:-1]:  # every finished night: all three instances tried
         assert len(night["outcomes"]) == 3, night
+    for night in live:  # the demo ended between nights: no billing run was cut off
+        assert all(outcome in ("succeeded", "skipped") for _, outcome in night["outcomes"]), night
     ran_once = [n for n in live[:-1] if n["acquired"] == 1]
     assert len(ran_once) >= 2, nights
     for night in ran_once:  # finished nights with a run: the other two instances skipped

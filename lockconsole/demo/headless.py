@@ -47,11 +47,27 @@ def run(
             for slot, line in _finished_nights(runs, reported):
                 reported.add(slot)
                 progress(line)
+        # the time is up: stop between nights, never while a billing run is under way
+        cap = time.monotonic() + 2 * scenario.night_seconds
+        while time.monotonic() < cap:
+            runs = ledger.runs(BILLING_JOB, since=scenario.first_slot, limit=500)
+            running = any(r.outcome == "acquired" for r in runs)
+            if not running and _until_next_night(scenario.night_seconds) > NIGHT_MARGIN:
+                break
+            time.sleep(0.1)
     fleet.stop_instances()
     summary = collect(scenario)  # the stale holder is still there
     fleet.stop()
     write(json.dumps(summary, indent=2) if as_json else render(summary))
     return 0
+
+
+NIGHT_MARGIN = 1.0  # seconds before a night fires when the fleet is no longer stopped
+
+
+def _until_next_night(night_seconds: int) -> float:
+    """Seconds until the next night fires (nights are every `night_seconds`, from the minute)."""
+    return night_seconds - time.time() % night_seconds
 
 
 def _finished_nights(runs: list[Run], reported: set[datetime]) -> list[tuple[datetime, str]]:
