@@ -4,6 +4,7 @@ zsh where it is installed)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def script(shell: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def complete(bash_script: str, *words: str) -> list[str]:
+def complete(bash_script: str, *words: str, env: dict[str, str] | None = None) -> list[str]:
     """What bash offers for the command line `words` (the last word being completed)."""
     line = " ".join(words)
     program = (
@@ -33,7 +34,9 @@ def complete(bash_script: str, *words: str) -> list[str]:
         f"COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE='{line}'; "
         "COMP_POINT=${#COMP_LINE}; _shtab_lockconsole; printf '%s\\n' \"${COMPREPLY[@]}\""
     )
-    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "-c", program], capture_output=True, text=True, timeout=60, env=env
+    )
     assert done.returncode == 0, done.stderr
     return [w.strip() for w in done.stdout.splitlines() if w.strip()]
 
@@ -66,3 +69,43 @@ def test_unknown_shell_is_one_line(shell: str, cli_env) -> None:  # type: ignore
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "invalid choice" in done.stderr
+
+
+def test_bash_completes_job_names_databases_and_run_ids(
+    pg_url, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    """Tab after `run`, `--job`, `--database` and `output` offers what the config names, and
+    the ledger's newest run ids, asked of the `lockconsole` on the shell's PATH."""
+    config = write_config(
+        f"""
+        [databases.billing]
+        url = "{pg_url}"
+        [jobs.bill_{uid}]
+        strategy = "pg-session"
+        command = ["true"]
+        [jobs.remind_{uid}]
+        strategy = "pg-session"
+        """
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "lockconsole"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m lockconsole "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    env = dict(cli_env, LOCKCONSOLE_CONFIG=str(config), PATH=f"{bin_dir}:{cli_env['PATH']}")
+    ran = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "run", f"bill_{uid}", "--json"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    run_id = json.loads(ran.stdout)["run_id"]
+    bash = script("bash", env)
+
+    def offered(*words: str) -> list[str]:
+        return complete(bash, *words, env=env)
+
+    assert offered("lockconsole", "run", "") == sorted([f"bill_{uid}", f"remind_{uid}"])
+    assert offered("lockconsole", "run", "rem") == [f"remind_{uid}"]
+    assert offered("lockconsole", "history", "--job", "bi") == [f"bill_{uid}"]
+    assert offered("lockconsole", "release", "--database", "") == ["billing"]
+    assert run_id in offered("lockconsole", "output", "")
