@@ -199,9 +199,21 @@ def _bindings(scope: str) -> list[BindingType]:
 
 
 def dashboard_bindings() -> list[BindingType]:
-    """The dashboard screen's keys."""
+    """The dashboard screen's keys: help and quit first, so a narrow footer still shows them
+    (the footer lists the screen's keys before the app's, and cuts off at the right)."""
+    first = ("help", "quit")
+    lead = [
+        Binding(a.key, "app." + a.action.removeprefix("app."), a.label, id=a.id)
+        for name in first
+        for a in ACTIONS
+        if a.id == name
+    ]
+    rest = [
+        b for b in _bindings("dashboard") if not (isinstance(b, Binding) and b.id in first)
+    ]
     return [
-        *_bindings("dashboard"),
+        *lead,
+        *rest,
         Binding("escape", "close_filter", "Clear filter", show=False, id="close_filter"),
     ]
 

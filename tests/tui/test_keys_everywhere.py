@@ -441,3 +441,24 @@ async def test_a_read_only_console_leaves_the_next_console_its_keys() -> None:
         await first_data(app, pilot)
         shown = {b.binding.action for b in app.active_bindings.values() if b.binding.show}
         assert {"trigger", "release"} <= shown, shown
+
+
+@sync
+async def test_a_narrow_footer_keeps_help_and_quit_in_view() -> None:
+    """At 80 columns the footer is cut at the right: `? Help` and `q Quit` come first."""
+    from textual.widgets._footer import FooterKey
+
+    app = app_for(SampleConsole())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        shown = {
+            key.description: key.region
+            for key in app.screen.query(FooterKey)
+            if key.region.width > 0
+        }
+        for label in ("Help", "Quit"):
+            assert label in shown, sorted(shown)
+            assert shown[label].right <= 80, (label, shown[label])
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen is not app.screen_stack[0]  # ? opened the help
