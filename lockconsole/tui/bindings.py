@@ -208,9 +208,7 @@ def dashboard_bindings() -> list[BindingType]:
         for a in ACTIONS
         if a.id == name
     ]
-    rest = [
-        b for b in _bindings("dashboard") if not (isinstance(b, Binding) and b.id in first)
-    ]
+    rest = [b for b in _bindings("dashboard") if not (isinstance(b, Binding) and b.id in first)]
     return [
         *lead,
         *rest,
