@@ -44,6 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual", action="store_true", help="a manual run: its own slot")
     p.add_argument("--json", action="store_true", help="print the attempt as one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    p.add_argument(
+        "--log-format",
+        choices=("text", "logfmt", "json"),
+        default="text",
+        help="how log lines look on stderr (under systemd: no timestamps, syslog priorities)",
+    )
     p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
 
     s = sub.add_parser(
@@ -60,14 +66,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="stop after this many seconds (default: run until SIGTERM)",
     )
     s.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
-
-
-def setup_logging(quiet: bool) -> None:
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
+    s.add_argument(
+        "--log-format",
+        choices=("text", "logfmt", "json"),
+        default="text",
+        help="how log lines look on stderr (under systemd: no timestamps, syslog priorities)",
     )
+
+
+def setup_logging(quiet: bool, log_format: str = "text") -> None:
+    from lockconsole.cli import logs
+
+    logs.setup(log_format, quiet=quiet)
 
 
 def parse_slot(text: str) -> datetime:
@@ -106,13 +116,13 @@ def dispatch(args: argparse.Namespace) -> int:
         from lockconsole.engine.runner import default_instance
 
         args.instance = check_instance(args.instance, default_instance(config.instance))
-        setup_logging(args.quiet)
+        setup_logging(args.quiet, args.log_format)
         return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
     config = load_config(args.config)
     jobs = [config.job(n) for n in args.job] if args.job else list(config.jobs.values())
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise UsageError("schedule: --for takes a positive number of seconds")
-    setup_logging(args.quiet)
+    setup_logging(args.quiet, args.log_format)
     from lockconsole.engine.runner import default_instance
     from lockconsole.engine.scheduler import Scheduler
 
@@ -217,8 +227,12 @@ def cmd_run(
                 ledger = config.ledger_for(job)
                 run = audited_trigger(ledger, actor, job.name, instance, attempt_and_run)
         except Stopped as exc:
+            message = f"{exc}: before the lock"
             logging.getLogger("lockconsole.engine.runner").warning(
-                "event=stopped job=%s message=%s", job.name, json.dumps(f"{exc}: before the lock")
+                "event=stopped job=%s message=%s",
+                job.name,
+                json.dumps(message),
+                extra={"fields": {"event": "stopped", "job": job.name, "message": message}},
             )
             return 128 + (stop.signum or 15)
         finally:

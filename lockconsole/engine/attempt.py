@@ -56,8 +56,9 @@ def log_attempt(event: str, run: Run, **extra: object) -> None:
     if run.message:
         fields["message"] = run.message
     fields.update(extra)
-    line = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items() if v is not None)
-    log.log(level, "%s", line)
+    known = {k: v for k, v in fields.items() if v is not None}
+    line = " ".join(f"{k}={_logfmt(v)}" for k, v in known.items())
+    log.log(level, "%s", line, extra={"fields": known})  # kept whole for --log-format json
 
 
 def _logfmt(value: object) -> str:
