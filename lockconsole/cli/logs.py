@@ -19,7 +19,7 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from lockconsole.text.safe import printable
+from lockconsole.text.escape import printable
 
 FORMATS = ("text", "logfmt", "json")
 # syslog priorities, as sd-daemon(3) prefixes read them
