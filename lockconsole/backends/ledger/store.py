@@ -304,10 +304,8 @@ class Ledger:
             ensure(engine)
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
-        finally:
+        finally:  # the pool would keep this connection open for the process's life
             if self.dialect != "sqlite":
-                # the pool would keep the checking connection open beside the ledger's own for
-                # the process's life (a `schedule` or a request server): reads reconnect
                 engine.dispose()
         self._schema_checked = True
 
