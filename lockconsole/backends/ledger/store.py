@@ -299,9 +299,8 @@ class Ledger:
         """Create the ledger table and its indexes, or add the columns an older one lacks."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        engine = self._sa_engine()
         try:
-            ensure(engine)
+            ensure(engine := self._sa_engine())
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
         finally:  # the pool would keep this connection open for the process's life
