@@ -300,12 +300,12 @@ class Ledger:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            ensure(engine := self._sa_engine())
+            ensure(self._sa_engine())
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
         finally:  # the pool would keep this connection open for the process's life
-            if self.dialect != "sqlite":
-                engine.dispose()
+            if self._engine is not None and self.dialect != "sqlite":
+                self._engine.dispose()
         self._schema_checked = True
 
     # internals
