@@ -21,6 +21,7 @@ class SwitchableProxy:
         self.port = self.listener.getsockname()[1]
         self.down = threading.Event()
         self.closed = threading.Event()
+        self._frozen: set[socket.socket] = set()  # stall(): kept open, never forwarded again
         self._lock = threading.Lock()
         self._live: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -46,6 +47,9 @@ class SwitchableProxy:
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
         try:
             while not self.down.is_set():
+                if a in self._frozen:  # a peer that acknowledges everything, answers nothing
+                    self.closed.wait(0.05)
+                    continue
                 ready, _, _ = select.select([a, b], [], [], 0.2)
                 for s in ready:
                     data = s.recv(65536)
@@ -70,6 +74,13 @@ class SwitchableProxy:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def stall(self) -> None:
+        """Every connection open now stays open, its bytes taken by the kernel, and nothing is
+        forwarded either way any more (a hung sidecar, pooler or NAT box); new connections are
+        forwarded as before."""
+        with self._lock:
+            self._frozen.update(self._live)
 
     def restore(self) -> None:
         self.down.clear()

@@ -55,6 +55,28 @@ class LockBase:
     def _gone(self) -> bool:
         raise NotImplementedError
 
+    def abandon(self) -> None:
+        """Cut our end of the lock's connection now, without a word to the server: a call
+        blocked on it returns with an error. The server's session may outlive it (a peer on
+        the way can keep it open): end_stuck_session() ends that one."""
+        import os
+        import socket
+
+        socket_fd = getattr(self, "socket_fd", None)  # the kinds with a socket of their own
+        fd = socket_fd() if socket_fd is not None else None
+        if fd is None:
+            return
+        try:
+            cut = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            return
+        try:
+            cut.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            cut.close()
+
     def _error(self, what: str, exc: BaseException) -> Exception:
         raise NotImplementedError
 

@@ -55,26 +55,11 @@ _TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
 _SETTINGS_KEYS = {"ledger_database", "instance"}
 _DATABASE_KEYS = {"url", "scan_prefixes"}
 _JOB_KEYS = {
-    "database",
-    "schedule",
-    "timezone",
-    "strategy",
-    "key",
-    "key_recipe",
-    "command",
-    "callable",
-    "max_duration",
-    "min_hold",
-    "idempotency",
-    "lease_table",
-    "once_per_slot",
-    "watchdog_interval",
-    "stop_grace",
-    "allow_pooler",
-    "redis_prefix",
-    "ledger_commit",
+    "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
+    "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot", "watchdog_interval",
+    "stop_grace", "lock_check_timeout", "allow_pooler", "redis_prefix", "ledger_commit",
     "lock_group",
-}
+}  # fmt: skip
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 
 
@@ -313,6 +298,11 @@ class _Builder:
                 numbers[k] = check_seconds(spec.get(k, default))
             except ValueError as exc:
                 raise field_error(k, str(exc)) from None
+        check_timeout = spec.get("lock_check_timeout")
+        try:  # unset: the job's check_timeout follows its watchdog_interval
+            check_timeout = None if check_timeout is None else check_seconds(check_timeout)
+        except ValueError as exc:
+            raise field_error("lock_check_timeout", str(exc)) from None
 
         once = spec.get("once_per_slot", True)
         if not isinstance(once, bool):
@@ -348,6 +338,7 @@ class _Builder:
             once_per_slot=once,
             watchdog_interval=numbers["watchdog_interval"],
             stop_grace=numbers["stop_grace"],
+            lock_check_timeout=check_timeout,
             allow_pooler=allow_pooler,
             redis_prefix=redis_prefix,
             ledger_commit=commit,

@@ -19,7 +19,14 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.store import finished as finished_run
 from lockconsole.backends.rounds import LOST, Finished, Rounds
 from lockconsole.engine import faultpoints
-from lockconsole.engine.closing import borrow_lock_connection, lock_still_held, retrying
+from lockconsole.engine.closing import (
+    LEDGER_RETRY_SECONDS,
+    Overdue,
+    borrow_lock_connection,
+    lock_still_held,
+    retrying,
+    within,
+)
 from lockconsole.engine.sessions import SessionRegistry, give_back
 from lockconsole.engine.stopping import Stop
 from lockconsole.engine.watchdog import WATCHDOGS, Watch
@@ -68,6 +75,9 @@ def _logfmt(value: object) -> str:
     return text
 
 
+STOPPING_FINISH = 1.5  # seconds the finish may still take once a stop was asked for
+CLEANUP_SECONDS = 3.0  # seconds to end our own stuck session from a fresh connection
+CONNECT_SECONDS = 10.0  # a reconnect of the outcome write (the drivers' connect timeout)
 # their store keeps min_hold; a lock can expire there after the watchdog's last look: finish checks
 _SELF_HOLDING = ("lease", "redis")
 
@@ -163,8 +173,40 @@ class Attempt:
             self.finish("lock_lost", message="the lock's session ended before the job started")
             return
         self._watch = WATCHDOGS.watch(
-            self.job.watchdog_interval, check=self.lock.still_held, on_lost=self._lock_gone, fd=fd
+            self.job.watchdog_interval, check=self._checked, on_lost=self._lock_gone, fd=fd
         )
+
+    def _checked(self) -> bool:
+        """The watchdog's check of the lock, under the job's client-side deadline: a check
+        that gets no answer in time (a peer that swallows the bytes) counts as a lost lock."""
+        lock = self.lock
+        if lock is None:
+            return False
+        try:
+            return within(self.job.check_timeout, lock.still_held, "the lock check")
+        except Overdue as exc:
+            log.warning("job %s: %s: counted as a lost lock", self.job.name, exc)
+            self._cut_loose()
+            return False
+
+    def _cut_loose(self) -> None:
+        """The lock's connection stopped answering: cut our end of it (a call blocked on it
+        returns), then, from a fresh connection where one can be made, end our own server
+        session, which a peer that keeps the socket open would let hold the lock for ever."""
+        lock = self.lock
+        abandon = getattr(lock, "abandon", None)
+        if abandon is not None:
+            abandon()
+        end = getattr(lock, "end_stuck_session", None)
+        if end is None:
+            return
+        try:
+            ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
+            log.warning(
+                "job %s: our stuck session %s", self.job.name, "ended" if ended else "was gone"
+            )
+        except Exception as exc:  # no fresh connection either: `check` shows the holder
+            log.warning("job %s: could not end our stuck session: %s", self.job.name, exc)
 
     def _lock_gone(self, *, callbacks: bool = True) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""
@@ -197,9 +239,39 @@ class Attempt:
         if self._watch is not None:
             self._watch.stop()  # returns once no check (or its on_lock_lost) is running
         assert self.lock is not None
+        self._hold_min(outcome)
+        # every step below talks to a database: bounded, so a peer that never answers cannot
+        # hold the runner after its job; once a stop is asked for, it has STOPPING_FINISH left
+        if "sqlite" in (self.ledger.dialect, self.lock.database.url.dialect):
+            # a file, no peer to hang on, and its connections belong to the thread that made them
+            return self._close_out(outcome, exit_code, message)
+        budget = self.job.check_timeout + LEDGER_RETRY_SECONDS + CONNECT_SECONDS
+        try:
+            return within(
+                budget,
+                lambda: self._close_out(outcome, exit_code, message),
+                "recording the outcome",
+                stop=self.stop,
+                stop_seconds=STOPPING_FINISH,
+            )
+        except Overdue as exc:
+            log.warning("job %s: %s: the lock counts as lost", self.job.name, exc)
+            self.lost.set()
+            self._cut_loose()
+            self.run = evolve(
+                self.run,
+                outcome="lock_lost",
+                exit_code=exit_code,
+                message=f"{exc}; the ledger's row is closed by the next attempt (its end unknown)",
+            )
+            log_attempt(self.run.outcome, self.run)
+            return self.run
+
+    def _close_out(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
+        """Confirm the lock, record the outcome, release: the finish's database steps."""
+        assert self.lock is not None
         clean = False
         try:
-            self._hold_min(outcome)
             faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
             finished = None
             if self.rounds is not None and not self._was_lost():

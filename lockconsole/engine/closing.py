@@ -1,18 +1,71 @@
-"""Closing an attempt: the lock's last check, and the outcome write that outlasts a restart."""
+"""Closing an attempt: the lock's last check, the outcome write that outlasts a restart, and
+the client-side deadline every check of the lock runs under.
+
+A check waits on the server, and the server's own timeouts (statement_timeout, the kernel's
+TCP_USER_TIMEOUT) never fire when a peer on the way (a sidecar proxy, a pooler, a NAT box)
+keeps acknowledging the bytes and never answers. `within` bounds such a call on our side: it
+runs on a thread of its own, and a call that has not answered in time is given up (Overdue),
+so the caller can count the lock as lost and cut the connection loose.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from lockconsole.backends import Lock, LockBase
 from lockconsole.backends.ledger.store import Ledger
+from lockconsole.backends.threads import start_quiet
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Run
 
 log = logging.getLogger("lockconsole.engine.runner")
 LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
+_T = TypeVar("_T")
+
+
+class Overdue(Exception):
+    """A call to the database gave no answer within its deadline."""
+
+
+def within(
+    seconds: float,
+    call: Callable[[], _T],
+    what: str,
+    *,
+    stop: threading.Event | None = None,
+    stop_seconds: float = 0.0,
+) -> _T:
+    """`call()`'s result, or Overdue when it has not returned in `seconds` (its thread is left
+    to end with its connection: cut the connection loose to end it). Once `stop` is set, at
+    most `stop_seconds` more are waited."""
+    box: dict[str, object] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    start_quiet(threading.Thread(target=work, name="lockconsole-deadline", daemon=True))
+    start = time.monotonic()
+    deadline = start + seconds
+    while not done.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
+        now = time.monotonic()
+        if stop is not None and stop.is_set():
+            deadline = min(deadline, now + stop_seconds)
+            stop = None  # counted once: from when the stop was seen
+        if now >= deadline:
+            raise Overdue(f"{what}: no answer within {now - start:.1f} s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 def lock_still_held(lock: Lock) -> bool:

@@ -97,6 +97,8 @@ class Job:
     once_per_slot: bool = True
     watchdog_interval: float = 5.0
     stop_grace: float = 10.0
+    # seconds a check of the lock may take before it counts as a lost lock; None: check_timeout
+    lock_check_timeout: float | None = None
     allow_pooler: bool = False  # pg-session: run even behind a transaction-mode pooler
     redis_prefix: str = "job-lock:default:"  # redis: ShedLock's job-lock:<environment>:
     # "durable": every ledger row waits for the server's WAL flush; "async": the "acquired" row
@@ -104,6 +106,14 @@ class Job:
     ledger_commit: LedgerCommit = "durable"
     # jobs naming one group share one lock on purpose (config/sharing.py); None: a lock of its own
     lock_group: str | None = None
+
+    @property
+    def check_timeout(self) -> float:
+        """How long a lock check may wait for its answer: twice the watchdog's interval, 2 s
+        at least (a check that is merely slow on a loaded machine is not a loss)."""
+        if self.lock_check_timeout is not None:
+            return self.lock_check_timeout
+        return max(2.0, 2 * self.watchdog_interval)
 
 
 @dataclass(frozen=True)

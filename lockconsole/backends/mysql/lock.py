@@ -59,6 +59,23 @@ class MysqlLock(LockBase):
         except OSError:
             return None
 
+    def end_stuck_session(self, seconds: float) -> bool:
+        """From a fresh connection, end this lock's own session if it still holds the name."""
+        import pymysql
+
+        if self.session_id is None:
+            return False
+        conn = connect_mysql(self.database.url, connect_timeout=seconds, read_timeout=seconds)
+        try:
+            with conn.cursor() as cur:
+                sql = sqlfiles.load("kill_connection_if_holder", "mysql")
+                cur.execute(sql, {"name": self.name, "id": self.session_id})
+            return True
+        except pymysql.MySQLError:  # 1094: not the holder any more, nothing was killed
+            return False
+        finally:
+            conn.close()
+
     def acquire(self) -> bool:
         """Try once without waiting; True when this connection now holds the name."""
         import pymysql

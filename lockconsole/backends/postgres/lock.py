@@ -92,6 +92,24 @@ class _PgLock(LockBase):
         except Exception:
             return None
 
+    def end_stuck_session(self, seconds: float) -> bool:
+        """From a fresh connection, end this lock's own server session if it still holds the
+        key (the guard also protects a reused pid); True when it was ended."""
+        if self.session_id is None:
+            return False
+        params = {"pid": self.session_id, "backend_start": None, "timeout_ms": int(seconds * 1000)}
+        conn = connect_pg(
+            self.database.url,
+            application_name="lockconsole:cleanup",
+            connect_timeout=max(1, int(seconds)),
+        )
+        try:
+            row = conn.execute(sqlfiles.load("terminate_pg_holder"), params | self._identity)
+            found = row.fetchone()
+        finally:
+            conn.close()
+        return bool(found and found[1])
+
     def still_held(self) -> bool:
         """True while pg_locks shows this backend holding the key; False on any connection error."""
         import psycopg
