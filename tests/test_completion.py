@@ -72,14 +72,14 @@ def test_unknown_shell_is_one_line(shell: str, cli_env) -> None:  # type: ignore
 
 
 def test_bash_completes_job_names_databases_and_run_ids(
-    pg_url, uid, write_config, cli_env, tmp_path
+    own_database, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     """Tab after `run`, `--job`, `--database` and `output` offers what the config names, and
     the ledger's newest run ids, asked of the `lockconsole` on the shell's PATH."""
     config = write_config(
         f"""
         [databases.billing]
-        url = "{pg_url}"
+        url = "{own_database}"
         [jobs.bill_{uid}]
         strategy = "pg-session"
         command = ["true"]

@@ -15,6 +15,7 @@ from lockconsole.text.safe import (
     csv_cell,
     data_text,
     fit,
+    has_unsafe,
     masked_stdio,
     pad,
     printable,
@@ -28,6 +29,25 @@ def test_controls_and_bidi_become_visible_escapes() -> None:
     assert printable("\u202eexe.txt\u202c \u2066x\u2069") == "\\u202eexe.txt\\u202c \\u2066x\\u2069"
     assert printable("bil\u200bling\ufeff") == "bil\\u200bling\\ufeff"
     assert printable("[bold]日本語 🔒 שלום[/]") == "[bold]日本語 🔒 שלום[/]"  # text stays text
+    assert printable("a\u2028b\u2029c") == "a\\u2028b\\u2029c"  # line breaks to some viewers
+
+
+def test_every_control_format_and_separator_character_is_escaped() -> None:
+    """The written-out class holds every Cc, Cf, Zl, Zp and Cs code point of this Python's tables,
+    and nothing printable: letters, marks, spaces and emoji pass through."""
+    import unicodedata
+
+    unsafe = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+    missed, caught = [], []
+    for code in range(0x110000):
+        char = chr(code)
+        escaped = has_unsafe(char)
+        if unicodedata.category(char) in unsafe:
+            if not escaped:
+                missed.append(f"U+{code:04X}")
+        elif escaped:
+            caught.append(f"U+{code:04X}")
+    assert not missed and not caught, (missed[:20], caught[:20])
 
 
 def test_data_text_is_never_markup() -> None:

@@ -11,13 +11,18 @@ import re
 
 __all__ = ["has_unsafe", "printable", "printable_lines"]
 
-# C0 controls (tab and newline too: a cell is one line), DEL, C1 controls, the bidi
-# embeddings, overrides and isolates that reorder what the terminal shows, and the other
-# invisible format characters (zero-width spaces and joiners, bidi marks, soft hyphen, BOM,
-# tags): they hide in a name an operator must recognise, and terminals disagree on their width.
+# Every character of the Unicode categories Cc (controls: C0, DEL, C1; tab and newline too,
+# since a cell is one line), Cf (format: bidi embeddings, overrides, isolates and marks that
+# reorder what the terminal shows, zero-width spaces and joiners, soft hyphen, BOM, tags),
+# Zl and Zp (U+2028 LINE and U+2029 PARAGRAPH SEPARATOR, which some terminals and log viewers
+# break lines on) and Cs (lone surrogates, from bytes decoded with surrogateescape). Written out
+# rather than built from `unicodedata` at import (a scan of 1.1 million code points costs the
+# run path ~0.3 s); tests/test_safe_text.py checks it against the running Python's tables.
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]"
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
 )
 
 
