@@ -22,6 +22,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from lockconsole.model.jobs import Job, Pause, Run
+from lockconsole.model.slots import repeats_wall_time
 from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
 GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
@@ -115,7 +116,7 @@ def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[da
         fire = cron.get_prev(datetime).astimezone(UTC)
         if fire < start:
             return
-        if fire <= end:
+        if fire <= end and not repeats_wall_time(job.schedule, job.timezone, fire):
             yield fire
 
 

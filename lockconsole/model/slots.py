@@ -33,6 +33,31 @@ def _cron(schedule: str, timezone: str, base: datetime) -> _Cron:
     return cron
 
 
+# @-macros whose minute and hour are fixed: on a fall-back night they fire once, like `0 0 * * *`
+_FIXED_MACROS = frozenset({"@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually"})
+
+
+def repeats_wall_time(schedule: str, timezone: str, fire: datetime) -> bool:
+    """True for a firing that cron does not make: the second occurrence of a wall time.
+
+    On a fall-back night (01:00-02:00 twice in New York) a schedule at a fixed time of day,
+    `30 1 * * *`, fires at the first 01:30 only, as cronie does; one with `*` in its minute or
+    hour field (`*/15 * * * *`, `0 * * * *`) keeps its interval and fires in both hours. On a
+    spring-forward night a time that does not exist fires once, at the first valid time after
+    it (croniter's own rule, kept).
+    """
+    if timezone in cron.UTC_NAMES:
+        return False
+    local = fire.astimezone(ZoneInfo(timezone))
+    if local.fold == 0 or local.replace(fold=0).utcoffset() == local.utcoffset():
+        return False  # not the repeated hour's second pass
+    fields = schedule.split()
+    if fields and fields[0].startswith("@"):
+        return fields[0].lower() in _FIXED_MACROS
+    # minute and hour lead (croniter's optional seconds field comes sixth, after the weekday)
+    return len(fields) >= 2 and not (fields[0].startswith("*") or fields[1].startswith("*"))
+
+
 def slot_for(job: Job, at: datetime) -> datetime:
     """The slot (a firing time, UTC) of an attempt made at `at`.
 
@@ -63,9 +88,11 @@ def _firings_around(schedule: str, timezone: str, second: datetime) -> tuple[dat
     if plain is not None and found is not None and (after := plain.next(found)) is not None:
         prev, nxt = found, after
     else:
-        prev = _cron(schedule, timezone, second + timedelta(seconds=1)).get_prev(datetime)
-        prev = prev.astimezone(UTC)
-        nxt = _cron(schedule, timezone, prev).get_next(datetime).astimezone(UTC)
+        back = _cron(schedule, timezone, second + timedelta(seconds=1))
+        prev = back.get_prev(datetime).astimezone(UTC)
+        while repeats_wall_time(schedule, timezone, prev):
+            prev = back.get_prev(datetime).astimezone(UTC)
+        nxt = _next_real(_cron(schedule, timezone, prev), schedule, timezone)
     if len(_WINDOWS) > 1024:  # schedules come from config files: a bound, not a policy
         _WINDOWS.clear()
     _WINDOWS[key] = (prev, nxt)
@@ -81,7 +108,15 @@ def next_fire(job: Job, after: datetime) -> datetime | None:
     if found is not None:
         return found
     fallback = _cron(job.schedule, job.timezone, after.astimezone(UTC))
-    return fallback.get_next(datetime).astimezone(UTC)
+    return _next_real(fallback, job.schedule, job.timezone)
+
+
+def _next_real(it: _Cron, schedule: str, timezone: str) -> datetime:
+    """The iterator's next firing (UTC) that cron really makes (see repeats_wall_time)."""
+    fire = it.get_next(datetime).astimezone(UTC)
+    while repeats_wall_time(schedule, timezone, fire):
+        fire = it.get_next(datetime).astimezone(UTC)
+    return fire
 
 
 def manual_slot(at: datetime) -> datetime:
