@@ -28,7 +28,6 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.wakeups import LISTEN_WAIT, Wakeups
 from lockconsole.backends.threads import start_quiet
 from lockconsole.model.jobs import Database, Job
-from lockconsole.model.slots import utcnow
 
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
@@ -139,7 +138,7 @@ class RequestServer:
 
     def _serve_once(self, database: Database) -> int:
         ledger = self._ledger(database)
-        now = utcnow()
+        now = ledger.now()  # the server's clock: a fast instance must not expire the fleet's
         requests.expire(ledger, now)
         names = {n for n, j in self.jobs.items() if self.config.ledger_for(j).name == database.name}
         started = 0
@@ -165,7 +164,13 @@ class RequestServer:
         def note(state: str, run_id: int | None = None, reason: str | None = None) -> None:
             def record(ledger: Ledger) -> None:
                 requests.record(
-                    ledger, request.id, self.instance, state, utcnow(), run_id=run_id, reason=reason
+                    ledger,
+                    request.id,
+                    self.instance,
+                    state,
+                    ledger.now(),
+                    run_id=run_id,
+                    reason=reason,
                 )
 
             if database.url.dialect == "sqlite":  # its connection is the loop thread's alone

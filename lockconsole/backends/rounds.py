@@ -70,9 +70,8 @@ def record_pause(ledger: Ledger, run: Run, pause_row: tuple[Any, ...]) -> Run:
     one-statement-at-a-time path writes (the pause's reason as its message)."""
     from lockconsole.backends.ledger.controls import pause_from
     from lockconsole.model.jobs import evolve
-    from lockconsole.model.slots import utcnow
 
     pause = pause_from(run.job, pause_row, run.started_at)
     return ledger.record(
-        evolve(run, outcome="paused", finished_at=utcnow(), message=pause.reason())
+        evolve(run, outcome="paused", finished_at=ledger.now(), message=pause.reason())
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lockconsole.model.errors import UsageError
@@ -56,12 +56,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--json", action="store_true", help="print one JSON object (exact text)")
 
 
-def parse_until(text: str, now: datetime) -> datetime:
-    """--until: an ISO time with a zone, or a duration from `now`."""
+def parse_until(text: str) -> datetime | timedelta:
+    """--until: an ISO time with a zone, or a duration (from the ledger server's now)."""
     from lockconsole.config.checks import parse_duration
 
     try:
-        return now + parse_duration(text)
+        return parse_duration(text)
     except ValueError:
         pass
     try:
@@ -89,9 +89,7 @@ def dispatch(args: argparse.Namespace) -> int:
             return _request(console, args)
     until = None
     if getattr(args, "until", None) is not None:
-        from lockconsole.model.slots import utcnow
-
-        until = parse_until(args.until, utcnow())
+        until = parse_until(args.until)
     with Console(config, read_only=args.read_only) as console:
         if args.command == "pause":
             return _pause(console, args, until)
@@ -111,7 +109,9 @@ def pause_json(pause: Pause | None) -> dict[str, object] | None:
     }
 
 
-def _pause(console: ConsoleFacade, args: argparse.Namespace, until: datetime | None) -> int:
+def _pause(
+    console: ConsoleFacade, args: argparse.Namespace, until: datetime | timedelta | None
+) -> int:
     pause = console.pause(args.job, args.note, until)
     if args.json:
         print(json.dumps({"paused": pause_json(pause)}))

@@ -21,6 +21,7 @@ class ConsoleSettings:
     connect_timeout: timedelta = timedelta(seconds=5)  # per console connection attempt
     duplicates_every: timedelta = timedelta(minutes=1)  # how often idempotency tables are scanned
     timezone: str = "UTC"  # the one zone the console shows its times in (named once on screen)
+    clock_skew: timedelta = timedelta(seconds=10)  # an instance's clock this far off is alerted
 
 
 _DURATIONS = (
@@ -31,6 +32,7 @@ _DURATIONS = (
     "statement_timeout",
     "connect_timeout",
     "duplicates_every",
+    "clock_skew",
 )
 
 

@@ -230,6 +230,17 @@ class Connections:
 
     # --- runs ----------------------------------------------------------------------------
 
+    def server_now(self, ledgers: list[str], errors: dict[str, str]) -> datetime | None:
+        """The first readable ledger server's time now (pauses, abandoned runs and missed slots
+        are judged by it); None when no ledger could be read (the local clock then serves)."""
+        for name in ledgers:
+            if name not in errors:
+                try:
+                    return self.ledger(name).now()
+                except Exception:  # unreadable now: the next ledger, or the local clock
+                    continue
+        return None
+
     def ledger(self, name: str) -> Ledger:
         """The kept Ledger of ledger database `name` (its engine and connection stay open)."""
         from lockconsole.backends.ledger.store import Ledger

@@ -14,7 +14,6 @@ from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.model.errors import UsageError
 from lockconsole.model.jobs import Job, Pause
-from lockconsole.model.slots import utcnow
 
 DEFAULT_TIMEOUT = timedelta(minutes=1)  # a request no instance took by then expires
 
@@ -47,15 +46,22 @@ class JobControls:
             found.update((job, p) for job, p in pauses.items() if job in names)
         return found
 
-    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
-        """Pause a job on every instance until resumed (or until `until`); audited."""
+    def _now(self, job: Job) -> datetime:
+        """The ledger server's time now: pauses and requests are stamped and compared by it."""
+        return self.connections.ledger(self.config.ledger_for(job).name).now()
+
+    def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
+        """Pause a job on every instance until resumed, or until `until` (a time, or a duration
+        from the ledger server's now); audited."""
         job = self.config.job(job_name)
         note = note.strip()
         if not note:
             raise UsageError("pause: give a note saying why (--note TEXT)")
         if len(note) > MAX_NOTE:
             raise UsageError(f"pause: the note is longer than {MAX_NOTE} characters")
-        now = utcnow()
+        now = self._now(job)
+        if isinstance(until, timedelta):
+            until = now + until
         if until is not None and until <= now:
             raise UsageError(f"pause: --until {until.isoformat()} is not in the future")
         pause = Pause(job.name, note, f"{self.actor.os_user}@{self.actor.host}", now, until)
@@ -79,7 +85,7 @@ class JobControls:
         try:
             entry = audit.begin(self.actor, "resume", job.name)
             try:
-                ended = self._controls(job).resume(job.name, utcnow())
+                ended = self._controls(job).resume(job.name, self._now(job))
             except Exception as exc:
                 audit.finish(entry, "error", str(exc))
                 raise
@@ -101,7 +107,7 @@ class JobControls:
         job = self.config.job(job_name)
         if force and slot is None:
             raise UsageError("request: --force reruns a slot; give --slot TIME too")
-        now = utcnow()
+        now = self._now(job)
         if slot is not None and slot > now:
             raise UsageError(f"request: --slot {slot.isoformat()} is in the future")
         where = f" on {instance}" if instance else ""
@@ -133,7 +139,7 @@ class JobControls:
         job = self.config.job(job_name)
         ledger = self.connections.ledger(self.config.ledger_for(job).name)
         found = requests.get(ledger, request_id)
-        if found is not None and found.state == "queued" and found.expires_at <= utcnow():
-            requests.expire(ledger, utcnow())
+        if found is not None and found.state == "queued" and found.expires_at <= ledger.now():
+            requests.expire(ledger, ledger.now())
             found = requests.get(ledger, request_id)
         return found

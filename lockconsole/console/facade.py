@@ -72,7 +72,7 @@ class Console:
         `[console] duplicates_every` (a scan of a large table takes seconds) and the last
         counts are used meanwhile; duplicates=True scans now and waits, False skips them.
         """
-        from lockconsole.console.reports import alerts, slot_reports
+        from lockconsole.console.reports import alerts, clock_alerts, slot_reports
         from lockconsole.console.stale import mark_stale
 
         now = utcnow()
@@ -80,6 +80,7 @@ class Console:
         ledgers = sorted({self.config.ledger_for(j).name for j in jobs})
         reads = self.connections.read(self.connections.targets(), ledgers, now)
         errors = reads.errors
+        now = self.connections.server_now(ledgers, errors) or now
         holders: list[Holder] = []
         sources: dict[str, str] = {}
         notes: list[tuple[str, str]] = []
@@ -121,6 +122,7 @@ class Console:
         alert_list = list(alerts(ours, holders_t, dup_counts, jobs=jobs))
         alert_list += self.connections.pooler_alerts()
         alert_list += abandoned
+        alert_list += clock_alerts(runs, self.settings.clock_skew)
         holding: dict[str | None, Holder] = {}  # each job's first granted holder
         for h in holders_t:
             if h.granted and h.job not in holding:
@@ -332,7 +334,7 @@ class Console:
                 return found
         return None
 
-    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+    def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
         """Pause a job on every instance (audited); refused when read-only."""
         self._refuse_if_read_only("pause")
         return self.controls.pause(job_name, note, until)
@@ -353,12 +355,9 @@ class Console:
     ) -> int:
         """Ask the fleet to run a job now, or a slot again (audited); refused when read-only."""
         self._refuse_if_read_only("request")
+        timeout = timeout or DEFAULT_TIMEOUT
         return self.controls.request(
-            job_name,
-            slot=slot,
-            instance=instance,
-            force=force,
-            timeout=timeout or DEFAULT_TIMEOUT,
+            job_name, slot=slot, instance=instance, force=force, timeout=timeout
         )
 
     def request_state(self, job_name: str, request_id: int) -> Request | None:

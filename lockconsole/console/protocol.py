@@ -91,8 +91,9 @@ class ConsoleFacade(Protocol):
         """A run's kept output tail (or traceback); None when no ledger has the run."""
         ...
 
-    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
-        """Pause a job on every instance until resumed or `until` (audited)."""
+    def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
+        """Pause a job on every instance until resumed or `until`: a time, or a duration from
+        the ledger server's now (audited)."""
         ...
 
     def resume(self, job_name: str) -> Pause | None:

@@ -273,3 +273,33 @@ def alerts(
                 Alert("duplicates", job, _duplicates_message(job, count, by_name), None, database)
             )
     return out
+
+
+def clock_offsets(runs: Iterable[Run]) -> dict[str, tuple[float, datetime]]:
+    """Each instance's clock offset (seconds, its wall clock minus the ledger server's) as its
+    newest attempt recorded it, with that attempt's start."""
+    found: dict[str, tuple[float, datetime]] = {}
+    for run in runs:
+        if run.clock_offset_ms is None:
+            continue
+        seen = found.get(run.instance)
+        if seen is None or run.started_at > seen[1]:
+            found[run.instance] = (run.clock_offset_ms / 1000, run.started_at)
+    return found
+
+
+def clock_alerts(runs: Iterable[Run], threshold: timedelta) -> list[Alert]:
+    """One alert per instance whose clock is more than `threshold` off the ledger server's."""
+    out = []
+    for instance, (offset, at) in sorted(clock_offsets(runs).items()):
+        if abs(offset) > threshold.total_seconds():
+            way = "ahead of" if offset > 0 else "behind"
+            out.append(
+                Alert(
+                    "clock_skew",
+                    None,
+                    f"instance {instance}'s clock is {abs(offset):.1f} s {way} the ledger "
+                    f"server's (its attempt at {format_slot(at)}): its schedule fires off time",
+                )
+            )
+    return out

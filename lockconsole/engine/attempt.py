@@ -354,7 +354,7 @@ class Attempt:
     def _closed_by_other(self, exit_code: int | None) -> Run:
         """Another instance closed this attempt as abandoned: lock_lost, adding its real end."""
         self.lost.set()
-        end = utcnow()
+        end = self.ledger.now()
         try:
             self.ledger.update(
                 "extend_lost_run",

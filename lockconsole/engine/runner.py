@@ -15,6 +15,7 @@ from typing import Any
 
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import fence, open_lock, rounds_for
+from lockconsole.backends.ledger import clock as server_clock
 from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.rounds import SKIP_HELD, Rounds
@@ -86,22 +87,9 @@ def begin(
     faultpoints.reach(faultpoints.CONNECTING)
     if stop is not None:
         stop.check()
-    started = utcnow()
+    fired = utcnow()  # the instance's clock names the slot: it is what fired the schedule
     if slot is None:
-        slot = manual_slot(started) if trigger == "manual" else slot_for(job, started)
-    base = Run(
-        job=job.name,
-        slot=slot,
-        instance=instance,
-        host=_HOST,
-        pid=os.getpid(),
-        trigger=trigger,
-        outcome="skipped",
-        started_at=started,
-        strategy=job.strategy,
-        lock_key=str(job.key),
-        actor=actor,
-    )
+        slot = manual_slot(fired) if trigger == "manual" else slot_for(job, fired)
     key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
     session = sessions.take(key) if sessions is not None else None
     if session is not None:
@@ -118,6 +106,23 @@ def begin(
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
+        # started_at is the ledger server's time, once connected (connecting may take seconds)
+        reading = server_clock.reading(ledger)
+        started = reading.now()
+        base = Run(
+            job=job.name,
+            slot=slot,
+            instance=instance,
+            host=_HOST,
+            pid=os.getpid(),
+            trigger=trigger,
+            outcome="skipped",
+            started_at=started,
+            strategy=job.strategy,
+            lock_key=str(job.key),
+            actor=actor,
+            clock_offset_ms=round(reading.offset * 1000),
+        )
         if rounds_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
             pause = pause_of(ledger, job.name, started)
             if pause is not None:
@@ -252,7 +257,7 @@ def _skipped(
 ) -> Attempt:
     """Record a skip (or a pause); the lock (not held) and the ledger go back or are closed."""
     try:
-        run = ledger.record(evolve(base, outcome=outcome, finished_at=utcnow(), message=reason))
+        run = ledger.record(evolve(base, outcome=outcome, finished_at=ledger.now(), message=reason))
     except BaseException:
         give_back(sessions, key, lock, ledger, keep=False)
         raise
@@ -262,7 +267,7 @@ def _skipped(
 
 
 def _record_skip(ledger: Ledger, base: Run, reason: str, outcome: Outcome = "skipped") -> Run:
-    return ledger.record(evolve(base, outcome=outcome, finished_at=utcnow(), message=reason))
+    return ledger.record(evolve(base, outcome=outcome, finished_at=ledger.now(), message=reason))
 
 
 def _close_quietly(lock: Lock) -> None:

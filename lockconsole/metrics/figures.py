@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import get_args, get_type_hints
 
 from lockconsole.config.loader import Config
-from lockconsole.console.reports import firings
+from lockconsole.console.reports import clock_offsets, firings
 from lockconsole.model.jobs import Job
 from lockconsole.model.views import SlotReport, Snapshot
 
@@ -167,4 +167,11 @@ def _database_figures(snap: Snapshot, config: Config, scrape_seconds: float) -> 
     scrape.add((), scrape_seconds)
     taken = Figure("snapshot_timestamp_seconds", "When the snapshot was taken, Unix time", ())
     taken.add((), snap.taken_at.timestamp())
-    return [up, holders, waiters, stale, read, scrape, taken]
+    offsets = Figure(
+        "instance_clock_offset_seconds",
+        "An instance's wall clock minus the ledger server's, as its newest attempt recorded it",
+        ("instance_name",),
+    )
+    for instance, (offset, _) in sorted(clock_offsets(snap.runs).items()):
+        offsets.add((instance,), offset)
+    return [up, holders, waiters, stale, read, scrape, taken, offsets]

@@ -137,6 +137,7 @@ class Run:
     lock_key: str | None = None
     id: int | None = None
     actor: str | None = None  # who asked for a manual run: "os_user@host"; None when scheduled
+    clock_offset_ms: int | None = None  # the instance's wall clock minus the ledger server's
 
 
 @dataclass(frozen=True)
@@ -192,4 +193,5 @@ RUN_COLUMNS: tuple[LedgerColumn, ...] = (
     LedgerColumn("lock_key", "text", 255),
     # added after the first release: a ledger without it gains it on first use (schema.migrate)
     LedgerColumn("actor", "text", 255),
+    LedgerColumn("clock_offset_ms", "int"),
 )

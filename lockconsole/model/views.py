@@ -25,6 +25,7 @@ AlertKind = Literal[
     "pooler",
     "overlap",
     "abandoned",
+    "clock_skew",
 ]
 
 

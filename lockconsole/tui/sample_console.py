@@ -192,9 +192,11 @@ class SampleConsole:
         text = "billing 120 tenants\ncharged 120, skipped 0 (already invoiced)\n"
         return RunOutput(run_id, run.job, run.outcome, text)
 
-    def pause(self, job_name: str, note: str, until: datetime | None = None) -> Pause:
+    def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
         from lockconsole.console.protocol import ReadOnlyError
 
+        if isinstance(until, timedelta):
+            until = FROZEN_NOW + until
         if self.read_only:
             raise ReadOnlyError("pause refused: the console is in --read-only mode")
         pause = Pause(job_name, note, "ops@console", FROZEN_NOW, until)

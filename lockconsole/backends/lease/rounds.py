@@ -19,7 +19,6 @@ statement at a time. Leases on MySQL and SQLite are not merged.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
@@ -60,7 +59,7 @@ class LeaseRounds(Rounds):
             "SELECT set_config('lockconsole.got', (count(*) > 0)::text, true), "
             f"set_config('lockconsole.token', COALESCE({token}, ''), true) FROM t"
         )
-        now = datetime.now(UTC)
+        now = ledger.now()
         params = ledger.insert_params(run)
         params.update(
             key=None, key1=None, key2=None, got=None, claims=claims, here=False, session_id=None

@@ -17,22 +17,18 @@ connection with the SQL in `backends/queries/` and do not import SQLAlchemy (tha
 a cron job ~200 ms of cold start). Only when a write finds no table does the ledger import
 SQLAlchemy, create the schema, and retry. If the connection dropped between calls (a server
 restart, a killed session) the statement is retried once on a new connection. The report
-reads (`runs`, `slot_runs`) use SQLAlchemy Core.
-
-    with Ledger(database) as ledger:
-        run = ledger.record(Run(job="nightly_billing", slot=slot, ..., outcome="acquired"))
-        ...
-        ledger.finish(run, "succeeded", exit_code=0)
+reads (`runs`, `slot_runs`) use SQLAlchemy Core. Its times are the server's (`now`, clock.py).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
 from lockconsole.backends.errors import classify
+from lockconsole.backends.ledger import clock
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
 from lockconsole.backends.ledger.texts import MAX_MESSAGE, truncate  # noqa: F401  (public here)
 from lockconsole.backends.ledger.texts import grant_hint as _grant_hint
@@ -133,6 +129,10 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def now(self) -> datetime:
+        """The ledger server's time now (ledger/clock.py): the one clock of the ledger's times."""
+        return clock.reading(self).now()
+
     # writes (raw driver, no SQLAlchemy)
 
     def record(self, run: Run) -> Run:
@@ -217,7 +217,7 @@ class Ledger:
             raise ValueError("this Run was never recorded (it has no id)")
         if outcome not in FINAL_OUTCOMES:
             raise ValueError(f"a run finishes as one of {FINAL_OUTCOMES}, not {outcome!r}")
-        finished_at = finished_at or datetime.now(UTC)
+        finished_at = finished_at or self.now()
         return {
             "id": run.id,
             "outcome": outcome,

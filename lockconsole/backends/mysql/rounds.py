@@ -18,7 +18,6 @@ telling the truth and returns None: the runner goes on one statement at a time.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
@@ -60,7 +59,7 @@ class MysqlRounds(Rounds):
         if lock.held or lock._gone():
             return None
         params = ledger.insert_params(run)
-        now = datetime.now(UTC)
+        now = ledger.now()
         params.update(
             name=lock.name,
             claims=claims,

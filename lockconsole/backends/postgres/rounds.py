@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import select
-from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +99,7 @@ def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> R
 def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dict[str, Any]:
     params = ledger.insert_params(run)
     params.update(_keys(lock))
-    now = datetime.now(UTC)
+    now = ledger.now()
     params.update(held_message=SKIP_HELD, finished_at=now, finished=now, **given)
     params["async_commit"] = lock.job.ledger_commit == "async"
     return params

@@ -1,0 +1,106 @@
+"""The database server's clock: the one clock for every time the ledger stores or compares.
+
+An instance's own clock fires its schedule (and names the slot); every ledger timestamp
+(`started_at`, `finished_at`, a pause's start and end, a request's expiry) and every comparison
+with one is the server's time instead, so an instance whose clock runs minutes ahead neither
+expires the fleet's requests nor runs a paused job, and the ledger's order is the real order.
+
+The server's time is read once per server and process (one statement, on the ledger's own
+connection) and carried forward by this host's monotonic clock, which a step of the wall clock
+does not move; it is read again after `REREAD` seconds. The error is half a round trip plus the
+monotonic clock's drift (parts per million). The same reading gives this instance's offset, the
+local wall clock minus the server's, which each attempt records (`clock_offset_ms`) so `check`,
+the console and the metrics can name an instance whose clock is off.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+REREAD = 3600.0  # seconds a reading is carried forward before the server is asked again
+
+
+class _Asks(Protocol):
+    """The part of Ledger a reading needs: its dialect, its URL and one query."""
+
+    dialect: str
+    url: Any
+
+    def fetch_one(self, query: str, params: dict[str, Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The server's time at one moment of this host's monotonic clock, and the wall clock's."""
+
+    server: datetime
+    monotonic: float
+    offset: float  # seconds: this host's wall clock minus the server's, at the reading
+
+    def now(self) -> datetime:
+        return self.server + timedelta(seconds=time.monotonic() - self.monotonic)
+
+
+_READINGS: dict[tuple[Any, ...], Reading] = {}
+_GUARD = threading.Lock()
+
+
+def _server_key(ledger: _Asks) -> tuple[Any, ...]:
+    url = ledger.url
+    return (ledger.dialect, url.host, url.port, url.database)
+
+
+def read(ledger: _Asks) -> Reading:
+    """A fresh reading of the server's clock through `ledger` (SQLite: this host's clock)."""
+    before_mono, before_wall = time.monotonic(), time.time()
+    if ledger.dialect == "sqlite":  # the file's clock is this host's
+        return Reading(datetime.now(UTC), before_mono, 0.0)
+    row = ledger.fetch_one("select_server_time", {})
+    after_mono, after_wall = time.monotonic(), time.time()
+    server = row[0]
+    if isinstance(server, str):
+        server = datetime.fromisoformat(server)
+    if server.tzinfo is None:  # MySQL's UTC_TIMESTAMP(6) is naive UTC
+        server = server.replace(tzinfo=UTC)
+    server = server.astimezone(UTC)
+    middle_wall = (before_wall + after_wall) / 2
+    return Reading(server, (before_mono + after_mono) / 2, middle_wall - server.timestamp())
+
+
+def reading(ledger: _Asks) -> Reading:
+    """This process's reading of the ledger server's clock: taken on first use, then kept.
+
+    A re-reading that fails keeps the old one (it is still right within the drift), so a
+    server that went away after the first reading never stops a finish from being stamped.
+    """
+    key = _server_key(ledger)
+    with _GUARD:
+        found = _READINGS.get(key)
+    if found is not None and time.monotonic() - found.monotonic < REREAD:
+        return found
+    try:
+        fresh = read(ledger)
+    except Exception:
+        if found is None:
+            raise
+        return found
+    with _GUARD:
+        _READINGS[key] = fresh
+    return fresh
+
+
+def known_offset(ledger: _Asks) -> float | None:
+    """This instance's offset from the ledger server's clock, if a reading was taken."""
+    with _GUARD:
+        found = _READINGS.get(_server_key(ledger))
+    return None if found is None else found.offset
+
+
+def forget() -> None:
+    """Drop every reading (tests; a process that knows its clock was stepped)."""
+    with _GUARD:
+        _READINGS.clear()
