@@ -83,6 +83,17 @@ def _table(metadata: Any) -> Any:
     )
 
 
+def _server_now(dialect: str) -> Any:
+    """The row's time: the server's clock (SQLite's is this host's), as for the run ledger."""
+    from sqlalchemy import func
+
+    if dialect == "postgresql":
+        return func.clock_timestamp()
+    if dialect == "mysql":  # naive UTC, as every other time this table holds
+        return func.utc_timestamp(6)
+    return utcnow()
+
+
 class AuditLog:
     """Audit rows in one database's `lockconsole_audit` table (created on first use)."""
 
@@ -123,7 +134,7 @@ class AuditLog:
             with self.engine.begin() as conn:
                 result = conn.execute(
                     self.table.insert().values(
-                        at=utcnow(),
+                        at=_server_now(self.database.url.dialect),
                         os_user=actor.os_user,
                         host=actor.host,
                         action=action,
