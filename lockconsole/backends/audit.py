@@ -97,13 +97,16 @@ def _server_now(dialect: str) -> Any:
 class AuditLog:
     """Audit rows in one database's `lockconsole_audit` table (created on first use)."""
 
-    def __init__(self, database: Database, *, job: str | None = None) -> None:
+    def __init__(
+        self, database: Database, *, job: str | None = None, read_only: bool = False
+    ) -> None:
         from sqlalchemy import MetaData
 
         from lockconsole.backends.sa import engine_for
 
         self.database = database
         self.job = job  # written into every row begun here
+        self.read_only = read_only  # reads what exists: never creates the table
         self.engine = engine_for(database.url, dedicated=True)
         self.table = _table(MetaData())
         self._created = False
@@ -197,7 +200,13 @@ class AuditLog:
         if since is not None:
             query = query.where(t.c.at >= since)
         try:
-            self._ensure()
+            if self.read_only:
+                from sqlalchemy import inspect
+
+                if not inspect(self.engine).has_table(TABLE):
+                    return []  # nothing was ever audited here
+            else:
+                self._ensure()
             with self.engine.connect() as conn:
                 rows = conn.execute(query.order_by(t.c.at.desc(), t.c.id.desc()).limit(limit)).all()
         except SQLAlchemyError as exc:

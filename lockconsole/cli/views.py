@@ -230,10 +230,20 @@ def cmd_check(console: ConsoleFacade, args: argparse.Namespace) -> int:
     snap = console.snapshot(duplicates=not args.no_duplicates)
     problems = list(snap.alerts)
     if args.json:
-        _print_json({"taken_at": snap.taken_at, "alerts": problems, "errors": dict(snap.errors)})
+        notes = [list(n) for n in snap.notes]
+        _print_json(
+            {
+                "taken_at": snap.taken_at,
+                "alerts": problems,
+                "errors": dict(snap.errors),
+                "notes": notes,
+            }
+        )
     else:
         for alert in problems:
             print(shown(f"{alert.kind}: {alert.message}"))
+        for db, note in snap.notes:
+            print(shown(f"note: {db}: {note}"))
         for db, error in snap.errors:
             print(shown(f"database_error: {db}: {error}"))
         if not problems and not snap.errors:

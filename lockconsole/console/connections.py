@@ -57,8 +57,16 @@ class Reads:
 class Connections:
     """The console's kept connections, and its reads of holders and runs within a budget."""
 
-    def __init__(self, config: Config, pool: Executor, *, ledger_application_name: str) -> None:
+    def __init__(
+        self,
+        config: Config,
+        pool: Executor,
+        *,
+        ledger_application_name: str,
+        read_only: bool = False,
+    ) -> None:
         self.config = config
+        self.read_only = read_only  # ledgers read what exists and create no table
         self.ledger_application_name = ledger_application_name  # names its ledger sessions
         self.settings = config.console
         self.timeouts: Timeouts = timeouts_of(self.settings)  # on every connection opened
@@ -241,6 +249,15 @@ class Connections:
                     continue
         return None
 
+    def missing_notes(self, ledgers: list[str], errors: dict[str, str]) -> list[tuple[str, str]]:
+        """Read-only: a note per ledger database that has no run ledger table (none is made)."""
+        return [
+            (name, "no run ledger table (lockconsole_runs): nothing ran here; read-only makes none")
+            for name in ledgers
+            if self.read_only and name not in errors and name in self._ledgers
+            and self._ledgers[name]._schema_checked and self._ledgers[name].present is None
+        ]  # fmt: skip
+
     def ledger(self, name: str) -> Ledger:
         """The kept Ledger of ledger database `name` (its engine and connection stay open)."""
         from lockconsole.backends.ledger.store import Ledger
@@ -252,6 +269,7 @@ class Connections:
                     self.config.databases[name],
                     application_name=self.ledger_application_name,
                     timeouts=self.timeouts,
+                    read_only=self.read_only,
                 )
             return ledger
 

@@ -57,7 +57,7 @@ class Console:
         self.instance = instance
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lockconsole-db")
         self.connections = Connections(
-            config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME
+            config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME, read_only=read_only
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
         self.controls = JobControls(config, self.connections, self.actor)
@@ -92,6 +92,7 @@ class Console:
             label = f"{db_name}:{table}" if table else db_name
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
+        notes.extend(self.connections.missing_notes(ledgers, errors))
         # two database names for one database read the same ledger: each row counts once
         unique = {
             (r.id, r.job, r.instance, r.started_at): r for f in reads.runs.values() for r in f
@@ -208,7 +209,7 @@ class Console:
         errors: list[tuple[str, str]] = []
         for name in sorted(homes):
             try:
-                log = AuditLog(homes[name])
+                log = AuditLog(homes[name], read_only=self.read_only)
             except Exception as exc:  # a driver missing or a URL refused: that database only
                 errors.append((name, " ".join(str(exc).split())))
                 continue

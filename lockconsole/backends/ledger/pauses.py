@@ -31,7 +31,12 @@ class Controls:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            if not self.ledger._schema_checked:
+            if self.ledger.read_only:  # reads what exists: no table is no pause
+                from sqlalchemy import inspect
+
+                if not inspect(self.ledger._sa_engine()).has_table(CONTROLS_TABLE):
+                    return []
+            elif not self.ledger._schema_checked:
                 self.ledger.create_schema()
             with self.ledger._sa_engine().begin() as conn:
                 return work(conn)

@@ -28,7 +28,7 @@ from typing import Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct
 from lockconsole.backends.errors import classify
-from lockconsole.backends.ledger import clock
+from lockconsole.backends.ledger import clock, reads
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
 from lockconsole.backends.ledger.texts import MAX_MESSAGE, truncate  # noqa: F401  (public here)
 from lockconsole.backends.ledger.texts import grant_hint as _grant_hint
@@ -64,8 +64,11 @@ class Ledger:
         *,
         application_name: str = "lockconsole-ledger",
         timeouts: Any = None,
+        read_only: bool = False,
     ) -> None:
         self.database = database
+        self.read_only = read_only  # reads never create or alter a table (`present` says what is)
+        self.present: set[str] | None = None  # read-only: the table's columns; None: no table
         self.timeouts = timeouts  # connect.Timeouts of the reads' engine (the console's), or None
         self.url = database.url
         self.dialect: str = database.url.dialect
@@ -270,30 +273,11 @@ class Ledger:
         self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
     ) -> list[Run]:
         """Attempts, newest first: of one job or all, started at or after `since`."""
-        from sqlalchemy import select
-
-        _, table = schema()
-        query = select(table)
-        if job is not None:
-            query = query.where(table.c.job == job)
-        if since is not None:
-            to_db(since, self.dialect)  # refuse a naive datetime before asking the server
-            query = query.where(table.c.started_at >= since)
-        query = query.order_by(table.c.started_at.desc(), table.c.id.desc()).limit(int(limit))
-        return self._read(query)
+        return self._read(lambda have: reads.newest(have, job, since, limit, self.dialect))
 
     def slot_runs(self, job: str, slot: datetime) -> list[Run]:
         """Every attempt of `job` at `slot`, oldest first: who skipped, who ran, how it ended."""
-        from sqlalchemy import select
-
-        _, table = schema()
-        to_db(slot, self.dialect)
-        query = (
-            select(table)
-            .where(table.c.job == job, table.c.slot == slot)
-            .order_by(table.c.started_at, table.c.id)
-        )
-        return self._read(query)
+        return self._read(lambda have: reads.of_slot(have, job, slot, self.dialect))
 
     def create_schema(self) -> None:
         """Create the ledger table and its indexes, or add the columns an older one lacks."""
@@ -329,14 +313,19 @@ class Ledger:
     def _name_connection(self, dialect: Any, record: Any, args: Any, params: Any) -> None:
         params.setdefault("application_name", self.application_name)
 
-    def _read(self, query: Any) -> list[Run]:
+    def _read(self, build: Any) -> list[Run]:
+        """Rows of the query `build(columns present)`; read-only: of the table as it is."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        if not self._schema_checked:
-            self.create_schema()
         try:
+            if not self._schema_checked and self.read_only:  # read what exists, create nothing
+                self.present, self._schema_checked = reads.present_columns(self._sa_engine()), True
+            elif not self._schema_checked:
+                self.create_schema()
+            if self.read_only and self.present is None:
+                return []  # no ledger table yet: nothing ran here (see `present`)
             with self._sa_engine().connect() as conn:
-                rows = conn.execute(query).mappings().all()
+                rows = conn.execute(build(self.present)).mappings().all()
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
         return [Run(**dict(row)) for row in rows]
