@@ -104,12 +104,12 @@ def fast_clock(start: datetime, speed: float) -> Callable[[], datetime]:
     [
         (
             "30 1 * * *",
-            datetime(2026, 10, 31, 22, tzinfo=UTC),
+            FALL_FIRST - timedelta(hours=2),
             [FALL_FIRST, datetime(2026, 11, 2, 6, 30, tzinfo=UTC)],
         ),
         (
             "30 2 * * *",
-            datetime(2026, 3, 7, 22, tzinfo=UTC),
+            SPRING - timedelta(hours=2),
             [SPRING, datetime(2026, 3, 9, 6, 30, tzinfo=UTC)],
         ),
     ],
@@ -124,11 +124,11 @@ def test_schedule_on_a_fast_clock_fires_each_night_once(
         f'schedule = "{schedule}"\ntimezone = "{NY}"\ncommand = ["true"]\n',
         "<test>",
     )
-    speed = 7200.0  # two hours a second: the 36 hours below take 18 s
+    speed = 7200.0  # two hours a second: 31 hours take 15.5 s (the last firing 2 s before)
     scheduler = Scheduler(
         config, list(config.jobs.values()), instance="web-1", clock=fast_clock(start, speed)
     )
-    thread = threading.Thread(target=scheduler.run_forever, args=(36 * 3600,), daemon=True)
+    thread = threading.Thread(target=scheduler.run_forever, args=(31 * 3600,), daemon=True)
     thread.start()
     thread.join(timeout=120)
     assert not thread.is_alive()
@@ -136,7 +136,7 @@ def test_schedule_on_a_fast_clock_fires_each_night_once(
         runs = ledger.runs(name)
     assert sorted(r.slot for r in runs) == expected
     assert {r.outcome for r in runs} == {"succeeded"}
-    end = start + timedelta(hours=36)
+    end = start + timedelta(hours=31)
     reports = slot_reports(
         config.jobs.values(), runs, now=end, lookback=timedelta(days=3), grace=timedelta(minutes=5)
     )
@@ -179,13 +179,23 @@ def test_run_from_cron_at_both_wall_times_runs_once_and_check_sees_no_miss(
     assert spring.returncode == 0 and json.loads(spring.stdout)["slot"].startswith(
         "2026-03-08T07:00:00"
     )
+    # check's judgment of those nights: the ledger's rows judged 4 hours after each (check
+    # itself judges by the database's clock, which says December here)
+    from lockconsole.config.loader import load_config
+
+    loaded = load_config(str(config))
+    with Ledger(loaded.databases["main"]) as ledger:
+        runs = ledger.runs()
     for at, name in (
         (FALL_SECOND + timedelta(hours=4), "fall"),
         (SPRING + timedelta(hours=4), "spring"),
     ):
-        check = run_at(config, cli_env, at, "check", "--json", "--no-duplicates")
-        alerts = [a for a in json.loads(check.stdout)["alerts"] if a.get("job") == name]
-        assert not alerts, alerts
+        mine = [r for r in runs if r.job == name]
+        day = timedelta(days=1)
+        reports = slot_reports(
+            [loaded.job(name)], mine, now=at, lookback=day, grace=timedelta(minutes=5)
+        )
+        assert [r.status for r in reports] == ["ok"], (name, reports)
 
 
 def test_the_shim_shifts_only_the_process_it_is_given(cli_env) -> None:  # type: ignore[no-untyped-def]

@@ -193,5 +193,5 @@ RUN_COLUMNS: tuple[LedgerColumn, ...] = (
     LedgerColumn("lock_key", "text", 255),
     # added after the first release: a ledger without it gains it on first use (schema.migrate)
     LedgerColumn("actor", "text", 255),
-    LedgerColumn("clock_offset_ms", "int"),
+    LedgerColumn("clock_offset_ms", "bigint"),  # ms: an instance a month off still fits
 )
