@@ -23,22 +23,15 @@ from zoneinfo import ZoneInfo
 
 from lockconsole.model.jobs import Job, Pause, Run
 from lockconsole.model.slots import repeats_wall_time
+from lockconsole.model.verdict import GOT_LOCK, overlap_seconds, slot_status
 from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
-GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
-# the slot statuses that are alerts, and the alert each one is
+# the slot statuses that are alerts, and the alert each one is ("retried" is not one)
 ALERT_STATUSES: dict[SlotStatus, AlertKind] = {
     "double_run": "double_run",
     "missed": "missed",
     "lock_lost": "lock_lost",
     "failed": "failed",
-}
-# a slot's status when one attempt took its lock, by that attempt's outcome
-_ONE_ATTEMPT: dict[str, SlotStatus] = {
-    "acquired": "running",
-    "succeeded": "ok",
-    "failed": "failed",
-    "lock_lost": "lock_lost",
 }
 MAX_MISSED_PER_JOB = 1000  # newest missed firings listed per job (an every-second job)
 
@@ -59,35 +52,11 @@ def _start_order(run: Run) -> tuple[datetime, int]:
     return run.started_at, run.id or 0
 
 
-def _status(got: list[Run]) -> SlotStatus:
-    """The status of a slot whose lock was taken by the attempts in `got` (outcomes in GOT_LOCK)."""
-    if len(got) > 1:
-        return "double_run"
-    return _ONE_ATTEMPT[got[0].outcome]
-
-
-def overlap_seconds(runs: Iterable[Run], now: datetime) -> float:
-    """The longest time two of these executions (attempts that got the lock) ran at once.
-
-    An execution spans its attempt's started_at to finished_at (now while still "acquired";
-    a closed attempt without an end counts as an instant).
-    """
-    spans = sorted(
-        (r.started_at, r.finished_at or (now if r.outcome == "acquired" else r.started_at))
-        for r in runs
-        if r.outcome in GOT_LOCK
-    )
-    longest, latest_end = 0.0, None
-    for start, end in spans:
-        if latest_end is not None:
-            longest = max(longest, (min(end, latest_end) - start).total_seconds())
-        latest_end = end if latest_end is None else max(latest_end, end)
-    return longest
-
-
 def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotReport:
     runs = sorted(runs, key=_start_order)
     got = [r for r in runs if r.outcome in GOT_LOCK]
+    status = slot_status(runs, now)
+    assert status != "skipped"  # only a manual slot is told "skipped"
     return SlotReport(
         overlap=overlap_seconds(got, now),
         job=job,
@@ -95,13 +64,8 @@ def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotRep
         acquired=len(got),
         skipped=sum(r.outcome == "skipped" for r in runs),
         outcomes=tuple((r.instance, r.outcome) for r in runs),
-        status=_status(got) if got else _not_run(runs),
+        status=status,
     )
-
-
-def _not_run(runs: list[Run]) -> SlotStatus:
-    """The status of a slot no attempt ran: paused if an instance found the job paused."""
-    return "paused" if any(r.outcome == "paused" for r in runs) else "missed"
 
 
 def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[datetime]:

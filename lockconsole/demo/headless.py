@@ -16,11 +16,11 @@ from typing import Any
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.console.facade import Console
-from lockconsole.console.reports import GOT_LOCK
 from lockconsole.demo import BILLING_JOB, INSTANCES
 from lockconsole.demo.fleet import Fleet
 from lockconsole.demo.scenario import Scenario
 from lockconsole.model.jobs import Run
+from lockconsole.model.verdict import GOT_LOCK
 from lockconsole.model.views import SlotReport, Snapshot
 
 Write = Callable[[str], None]

@@ -14,7 +14,9 @@ from typing import Literal
 from lockconsole.model.jobs import Job, Pause, Run
 
 HolderKind = Literal["advisory", "user_lock", "lease", "redis"]
-SlotStatus = Literal["ok", "running", "double_run", "missed", "paused", "lock_lost", "failed"]
+SlotStatus = Literal[
+    "ok", "running", "retried", "double_run", "missed", "paused", "lock_lost", "failed"
+]
 AlertKind = Literal[
     "double_run",
     "missed",

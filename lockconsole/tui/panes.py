@@ -14,6 +14,7 @@ from datetime import datetime, tzinfo
 from rich.text import Text
 
 from lockconsole.model.jobs import Run
+from lockconsole.model.verdict import slot_status
 from lockconsole.model.views import JobStatus, SlotReport, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import age, clock, duration, seconds, stamp
@@ -42,6 +43,7 @@ STATUS_TEXT = {
     "failed": "✖ FAILED",
     "running": "running",
     "ok": "ok",
+    "retried": "retried",
     "skipped": "skipped",
 }
 OUTCOME_STYLE = {
@@ -51,7 +53,6 @@ OUTCOME_STYLE = {
     "skipped": "dim",
     "succeeded": "green",
 }
-GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
 
 
 @dataclass(frozen=True)
@@ -177,16 +178,6 @@ def _job_cells(
 Row = tuple[str, list[str | Text]]
 
 
-def slot_status(runs: list[Run]) -> str:
-    """A slot's status from its attempts alone (a slot no report covers: a skip, a manual run)."""
-    got = [r for r in runs if r.outcome in GOT_LOCK]
-    if len(got) > 1:
-        return "double_run"
-    if not got:
-        return "skipped"
-    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
-
-
 def run_key(run: Run) -> str:
     """A history row's key: unique across ledgers (their ids are not), the same for one row."""
     return f"run:{run.id}:{run.job}:{run.instance}:{run.started_at.isoformat()}"
@@ -231,7 +222,8 @@ def history_rows(
     for job, slot in slots:
         slot_runs = sorted(by_slot.get((job, slot), []), key=lambda r: (r.started_at, r.id or 0))
         report = reports.get((job, slot))
-        code = report.status if report is not None else slot_status(slot_runs)
+        # a slot no report judges (not due yet, a manual run): told by the same rule, unjudged
+        code = report.status if report is not None else slot_status(slot_runs, now, due=False)
         known = configured is None or job in configured
         status = Text(
             STATUS_TEXT.get(code, code),

@@ -25,8 +25,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from lockconsole.console.reports import GOT_LOCK
 from lockconsole.model.jobs import Run
+from lockconsole.model.verdict import GOT_LOCK, slot_status
 from lockconsole.model.views import Snapshot
 from lockconsole.text import times
 from lockconsole.text.safe import clean, pad, shown
@@ -57,6 +57,8 @@ LABELS = {"succeeded": "ok", "acquired": "running", "lock_lost": "lock lost"}
 STATUS = {
     "double_run": ("DOUBLE RUN", STYLES["double"]),
     "ok": ("ok", STYLES["succeeded"]),
+    "retried": ("retried: ok after a failed try", STYLES["succeeded"]),
+    "skipped": ("skipped", STYLES["skipped"]),
     "running": ("running", STYLES["acquired"]),
     "missed": ("MISSED: no instance ran", "bold #ffd740"),
     "lock_lost": ("LOCK LOST", "bold " + STYLES["lock_lost"]),
@@ -257,7 +259,9 @@ class TimelineScreen(Screen[None]):
             s: sorted(by_slot.get(s, []), key=lambda r: (r.started_at, r.id or 0))
             for s in self.slots
         }
-        self.status = {s: reports.get(s) or _status(self.slot_runs[s]) for s in self.slots}
+        self.status = {
+            s: reports.get(s) or slot_status(self.slot_runs[s], now, due=False) for s in self.slots
+        }
         self.instances = sorted({r.instance for s in self.slots for r in self.slot_runs[s]})
         ends = [(r.finished_at or now) - s for s in self.slots for r in self.slot_runs[s]]
         span = max([60.0, *(e.total_seconds() for e in ends)])
@@ -355,15 +359,6 @@ class TimelineScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss(None)
-
-
-def _status(runs: list[Run]) -> str:
-    got = [r for r in runs if r.outcome in GOT_LOCK]
-    if len(got) > 1:
-        return "double_run"
-    if not got:
-        return "missed"
-    return {"acquired": "running", "succeeded": "ok"}.get(got[0].outcome, got[0].outcome)
 
 
 def legend() -> Text:
