@@ -58,9 +58,10 @@ _JOB_KEYS = {
     "database", "schedule", "timezone", "strategy", "key", "key_recipe", "command", "callable",
     "max_duration", "min_hold", "idempotency", "lease_table", "once_per_slot", "watchdog_interval",
     "stop_grace", "lock_check_timeout", "allow_pooler", "redis_prefix", "ledger_commit",
-    "lock_group",
+    "lock_group", "rerun_abandoned",
 }  # fmt: skip
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
+_FLAGS = ("once_per_slot", "allow_pooler", "rerun_abandoned")  # true/false keys (default: 1st)
 
 
 @dataclass(frozen=True)
@@ -304,12 +305,10 @@ class _Builder:
         except ValueError as exc:
             raise field_error("lock_check_timeout", str(exc)) from None
 
-        once = spec.get("once_per_slot", True)
-        if not isinstance(once, bool):
-            raise field_error("once_per_slot", f"must be true or false, not {once!r}")
-        allow_pooler = spec.get("allow_pooler", False)
-        if not isinstance(allow_pooler, bool):
-            raise field_error("allow_pooler", f"must be true or false, not {allow_pooler!r}")
+        flags = {k: spec.get(k, k == "once_per_slot") for k in _FLAGS}
+        for k, flag in flags.items():
+            if not isinstance(flag, bool):
+                raise field_error(k, f"must be true or false, not {flag!r}")
         commit = self.checked(
             where, "ledger_commit", config_ledger_commit.check, spec.get("ledger_commit", "durable")
         )
@@ -335,11 +334,12 @@ class _Builder:
             min_hold=min_hold,
             idempotency=idempotency,
             lease_table=lease_table,
-            once_per_slot=once,
+            once_per_slot=flags["once_per_slot"],
+            rerun_abandoned=flags["rerun_abandoned"],
             watchdog_interval=numbers["watchdog_interval"],
             stop_grace=numbers["stop_grace"],
             lock_check_timeout=check_timeout,
-            allow_pooler=allow_pooler,
+            allow_pooler=flags["allow_pooler"],
             redis_prefix=redis_prefix,
             ledger_commit=commit,
             lock_group=group,

@@ -101,6 +101,8 @@ class Attempt:
     rounds: Rounds | None = None  # check, record and release in one statement (PostgreSQL)
     output: str | None = None  # the job's output tail (or traceback), kept with the outcome
     output_cut: int = 0  # bytes of the job's output cut off before `output` begins
+    reruns: list[datetime] = field(default_factory=list)  # abandoned slots to run again after
+    rerun: Callable[[datetime], Attempt] | None = None  # begins one of them (rerun_abandoned)
 
     @property
     def lost(self) -> threading.Event:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import signal
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -16,6 +17,8 @@ from lockconsole.engine.commands import Command
 from lockconsole.engine.stopping import handling
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import Run
+
+log = logging.getLogger(__name__)
 
 Target = Sequence[str] | Callable[..., Any]
 
@@ -56,8 +59,29 @@ def run_target(
     if not attempt.acquired:
         return attempt.run
     if callable(target):
-        return _run_callable(attempt, target, handle_signals)
-    return _run_command(attempt, list(target), handle_signals, output, command)
+        done = _run_callable(attempt, target, handle_signals)
+    else:
+        done = _run_command(attempt, list(target), handle_signals, output, command)
+    _rerun_abandoned(attempt, target, handle_signals, output)
+    return done
+
+
+def _rerun_abandoned(
+    attempt: Attempt, target: Target, handle_signals: bool, output: Callable[[str], None] | None
+) -> None:
+    """rerun_abandoned: each earlier slot the attempt closed as abandoned, run again in turn
+    under the lock (a fresh attempt, trigger "rerun", once_per_slot asked as for any slot)."""
+    if attempt.rerun is None:
+        return
+    for slot in attempt.reruns:
+        if attempt.stop.is_set():
+            return
+        try:
+            again = attempt.rerun(slot)
+        except Exception as exc:  # one slot's trouble leaves the rest for the next attempt
+            log.warning("rerun of %s slot %s: %s", attempt.job.name, slot.isoformat(), exc)
+            return
+        run_target(again, target, handle_signals=handle_signals, output=output)
 
 
 def _run_command(

@@ -130,7 +130,7 @@ def begin(
         faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
         if stop is not None:
             stop.enter_holding()
-        claims = job.once_per_slot and trigger == "scheduled" and not force
+        claims = job.once_per_slot and trigger in ("scheduled", "rerun") and not force
         try:
             run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
         except DatabaseError:
@@ -152,6 +152,12 @@ def begin(
         job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key, rounds=rounds
     )
     log_attempt("acquired", run)
+    if job.rerun_abandoned and trigger != "manual":  # under the lock, before the watchdog
+        attempt.reruns = _close_abandoned(ledger, job, run)
+        attempt.rerun = lambda again: begin(
+            job, database, ledger_database, instance=instance, slot=again, trigger="rerun",
+            sessions=sessions, stop=stop,
+        )  # fmt: skip
     attempt.start_watchdog()
     faultpoints.reach(faultpoints.AFTER_ACQUIRE)
     if stop is not None and stop.is_set():
@@ -228,6 +234,23 @@ def _slot_claim(
             pass  # closed meanwhile by its own process or by a check
         claim = ledger.slot_claim(job.name, slot)
     return claim
+
+
+def _close_abandoned(ledger: Ledger, job: Job, run: Run) -> list[datetime]:
+    """Earlier slots of `job` left "acquired" (we hold the job's lock, so their runners are
+    gone): each closed as lock_lost, ending when we took the lock; the slots to run again."""
+    slots = []
+    for claim in ledger.abandoned(job.name, run):
+        note = f"abandoned: the lock was free when {run.instance} took it; rerun_abandoned reruns"
+        try:
+            log_attempt(
+                "lock_lost",
+                ledger.finish(claim, "lock_lost", message=note, finished_at=run.started_at),
+            )
+        except RunClosedError:
+            continue  # closed meanwhile by its own process, or by the console's sweep
+        slots.append(claim.slot)
+    return sorted(set(slots))
 
 
 def _share_connection(

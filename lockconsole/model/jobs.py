@@ -12,7 +12,7 @@ Strategy = Literal["pg-session", "pg-xact", "mysql", "lease", "redis"]
 STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis")
 Dialect = Literal["postgresql", "mysql", "sqlite", "redis"]
 Outcome = Literal["skipped", "paused", "acquired", "succeeded", "failed", "lock_lost"]
-Trigger = Literal["scheduled", "manual"]
+Trigger = Literal["scheduled", "manual", "rerun"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ class Job:
     idempotency: Idempotency | None = None
     lease_table: str = "shedlock"
     once_per_slot: bool = True
+    # the next attempt that finds an earlier slot abandoned (left "acquired", its runner gone)
+    # closes it and runs that slot again under the lock, with trigger "rerun"
+    rerun_abandoned: bool = False
     watchdog_interval: float = 5.0
     stop_grace: float = 10.0
     # seconds a check of the lock may take before it counts as a lost lock; None: check_timeout

@@ -267,6 +267,12 @@ class Ledger:
         row = self._execute("select_slot_claims", params, lambda cur: cur.fetchone())
         return None if row is None else _row_to_run(row)
 
+    def abandoned(self, job: str, run: Run, limit: int = 10) -> list[Run]:
+        """`job`'s attempts of other slots still "acquired" (not manual), oldest slot first."""
+        params = {"job": job, "slot": to_db(run.slot, self.dialect), "limit": limit}
+        rows = self._execute("select_abandoned_runs", params, lambda cur: cur.fetchall())
+        return [r for r in map(_row_to_run, rows) if r.trigger != "manual"]
+
     # reads (SQLAlchemy Core)
 
     def runs(
