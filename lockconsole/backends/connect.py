@@ -153,6 +153,8 @@ def connect_mysql(
     allowed per call)."""
     import pymysql
 
+    from lockconsole.config.mysql_params import driver_options
+
     query = dict(url.query)
     kwargs: dict[str, Any] = {
         "host": url.host or "localhost",
@@ -170,6 +172,7 @@ def connect_mysql(
         kwargs["write_timeout"] = write_timeout
     if "unix_socket" in query:
         kwargs["unix_socket"] = query["unix_socket"]
+    kwargs.update(driver_options(url.query))  # TLS and option files (config/mysql_params.py)
     if multi_statements:
         from pymysql.constants import CLIENT
 

@@ -58,7 +58,9 @@ def engine_for(
         if application_name:
             connect_args["application_name"] = application_name
     elif url.dialect == "mysql":
-        connect_args = {"connect_timeout": 10}
+        from lockconsole.config.mysql_params import driver_options
+
+        connect_args = {"connect_timeout": 10, **driver_options(url.query)}
         if timeouts is not None:
             connect_args.update(timeouts.mysql_params())
     if dedicated:

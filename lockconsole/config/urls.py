@@ -148,6 +148,10 @@ def parse_url(raw: str) -> DatabaseURL:
         if k.lower().endswith("password"):
             remember_secret(_v)
     remember_secret(password)
+    if dialect == "mysql":  # every parameter reaches the driver, or the URL is refused
+        from lockconsole.config.mysql_params import driver_options
+
+        driver_options(query)
     return DatabaseURL(
         dialect,
         raw,
