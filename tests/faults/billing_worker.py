@@ -154,7 +154,14 @@ def _main(args: argparse.Namespace) -> int:
             time.sleep(0.01)
         t0 = float(start.read_text())
     base = datetime(2030, 1, 1, tzinfo=UTC)
-    index = max(0, int((time.time() - t0) // period))  # a (re)started instance joins from now
+    # an instance with a skewed wall clock (the clock shim) keeps the fleet's rhythm: its firings
+    # are placed in real time, while everything lockconsole does reads the skewed clock
+    shift = float(os.environ.get("LOCKCONSOLE_TEST_CLOCK_SHIFT", "0") or 0)
+
+    def real_time() -> float:
+        return time.time() - shift
+
+    index = max(0, int((real_time() - t0) // period))  # a (re)started instance joins from now
     while True:
         # every slot in turn: an instance that falls behind (a starved 2-core machine) fires the
         # slots it is late for at once, as a catching-up scheduler would, instead of leaving
@@ -162,7 +169,7 @@ def _main(args: argparse.Namespace) -> int:
         index += 1
         if index >= count:
             return 0
-        time.sleep(max(0.0, t0 + index * period - time.time()))
+        time.sleep(max(0.0, t0 + index * period - real_time()))
         slot = base + timedelta(minutes=index)
         slow = args.slow_every and index % args.slow_every == 0
         delay = args.delay * 5 if slow else args.delay

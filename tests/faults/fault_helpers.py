@@ -49,11 +49,20 @@ def worker_env() -> dict[str, str]:
 
 
 def start_worker(
-    config: Path, job: str, instance: str, table: str, *args: str, barrier: Barrier | None = None
+    config: Path,
+    job: str,
+    instance: str,
+    table: str,
+    *args: str,
+    barrier: Barrier | None = None,
+    clock_shift: float = 0.0,
 ) -> subprocess.Popen:
     """The billing worker as a process; with `barrier`, it pauses at the barrier's points (the
     run path's fault points, and the worker's own `charged_<n>`: n tenants charged)."""
     env = worker_env()
+    if clock_shift:  # this instance's wall clock runs off (tests/clockshim)
+        env["PYTHONPATH"] = str(ROOT / "tests" / "clockshim") + os.pathsep + env["PYTHONPATH"]
+        env["LOCKCONSOLE_TEST_CLOCK_SHIFT"] = str(clock_shift)
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(config), job, instance, table, *args],
         stdout=subprocess.PIPE,

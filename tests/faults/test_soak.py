@@ -45,6 +45,8 @@ OVERLAP_BOUND = WATCHDOG + SLOW_DELAY + 0.25
 TENANTS = 3
 REPORT = Path(__file__).with_name("last_soak.txt")
 BASE = datetime(2030, 1, 1, tzinfo=UTC)
+# instances whose wall clocks are off (seconds): the ledger's times are the server's all the same
+CLOCK_SKEW = {"web-3": 90.0, "web-6": -45.0}
 
 
 class Fleet:
@@ -82,6 +84,7 @@ class Fleet:
             "--slow-every",
             "7",
             *extra,
+            clock_shift=CLOCK_SKEW.get(name, 0.0),
         )
 
     def kill9(self, name: str) -> None:
@@ -201,12 +204,23 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
     pg_conn.execute(f"drop table {table}")
     counts, longest = tally(runs, rows)
     dupes = duplicate_invoices(rows)
+    # the skewed instances' attempts carry the server's time and their own offset
+    for name, skew in CLOCK_SKEW.items():
+        offsets = [
+            r.clock_offset_ms / 1000
+            for r in runs
+            if r.instance == name and r.clock_offset_ms is not None
+        ]
+        assert offsets and all(abs(o - skew) < 2 for o in offsets), (name, offsets[:5])
+    starts = [r.started_at for r in runs]
+    assert (max(starts) - min(starts)).total_seconds() < elapsed + 5, "a skewed clock in the ledger"
     table_text = "\n".join(
         [
             f"soak: {SLOTS} slots x {INSTANCES} instances, {len(runs)} attempts in "
             f"{elapsed:.0f} s; "
             f"faults injected: {faults['terminate']} terminate, {faults['kill -9']} kill -9, "
-            "slow job every 7th slot",
+            "slow job every 7th slot, clock skew "
+            + ", ".join(f"{n} {s:+.0f} s" for n, s in CLOCK_SKEW.items()),
             "| slots | exactly-one | takeover | double | overlap (longest) | missed | lock_lost "
             "| abandoned (closed by check) | abandoned left open | duplicate invoices "
             "| accounted by the ledger |",
