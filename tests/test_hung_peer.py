@@ -187,3 +187,36 @@ def test_sigterm_ends_the_runner_while_every_statement_hangs(
             runner.kill()
     assert runner.returncode == 143, err
     assert took < STOP_GRACE + 2 + 1.5, (took, err)  # the promise, with a little room for CI
+
+
+def test_a_kept_session_the_peer_silenced_is_cut_and_replaced(pg_url, proxy, uid, monkeypatch):  # type: ignore[no-untyped-def]
+    """`schedule` keeps its lock session between attempts: when the peer goes silent between two
+    of them, the next attempt's try-lock is cut loose at its deadline, a fresh session takes
+    over, and the job runs (instead of that attempt waiting for ever)."""
+    from lockconsole.config.loader import parse_config
+    from lockconsole.engine import runner
+    from lockconsole.engine.execute import run_target
+    from lockconsole.engine.sessions import SessionRegistry
+
+    monkeypatch.setattr(runner, "DECIDE_SECONDS", 1.5)
+    job = f"kept_{uid}"
+    cfg = parse_config(
+        f'[databases.main]\nurl = "{through(pg_url, proxy.port)}"\n[jobs.{job}]\n'
+        f'strategy = "pg-session"\nallow_pooler = true\ncommand = ["true"]\n',
+        "<test>",
+    )
+    the_job, database = cfg.job(job), cfg.databases["main"]
+    sessions = SessionRegistry()
+    try:
+        first = runner.begin(the_job, database, database, instance="web-1", sessions=sessions,
+                             slot=runner.utcnow().replace(second=0, microsecond=0))  # fmt: skip
+        assert run_target(first, ["true"], handle_signals=False).outcome == "succeeded"
+        proxy.stall()  # the kept session now hears nothing, and answers nothing
+        began = time.monotonic()
+        second = runner.begin(the_job, database, database, instance="web-1", sessions=sessions,
+                              trigger="manual")  # fmt: skip
+        took = time.monotonic() - began
+        assert second.acquired and 1.5 <= took < 10, (took, second.run.outcome, second.run.message)
+        assert run_target(second, ["true"], handle_signals=False).outcome == "succeeded"
+    finally:
+        sessions.close_all()

@@ -75,6 +75,23 @@ def _logfmt(value: object) -> str:
     return text
 
 
+def cut_loose(lock: Lock, job: str) -> None:
+    """The lock's connection stopped answering: cut our end of it (a call blocked on it
+    returns), then, from a fresh connection where one can be made, end our own server
+    session, which a peer that keeps the socket open would let hold the lock for ever."""
+    abandon = getattr(lock, "abandon", None)
+    if abandon is not None:
+        abandon()
+    end = getattr(lock, "end_stuck_session", None)
+    if end is None:
+        return
+    try:
+        ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
+        log.warning("job %s: our stuck session %s", job, "ended" if ended else "was gone")
+    except Exception as exc:  # no fresh connection either: `check` shows the holder
+        log.warning("job %s: could not end our stuck session: %s", job, exc)
+
+
 STOPPING_FINISH = 1.5  # seconds the finish may still take once a stop was asked for
 CLEANUP_SECONDS = 3.0  # seconds to end our own stuck session from a fresh connection
 CONNECT_SECONDS = 10.0  # a reconnect of the outcome write (the drivers' connect timeout)
@@ -192,23 +209,9 @@ class Attempt:
             return False
 
     def _cut_loose(self) -> None:
-        """The lock's connection stopped answering: cut our end of it (a call blocked on it
-        returns), then, from a fresh connection where one can be made, end our own server
-        session, which a peer that keeps the socket open would let hold the lock for ever."""
-        lock = self.lock
-        abandon = getattr(lock, "abandon", None)
-        if abandon is not None:
-            abandon()
-        end = getattr(lock, "end_stuck_session", None)
-        if end is None:
-            return
-        try:
-            ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
-            log.warning(
-                "job %s: our stuck session %s", self.job.name, "ended" if ended else "was gone"
-            )
-        except Exception as exc:  # no fresh connection either: `check` shows the holder
-            log.warning("job %s: could not end our stuck session: %s", self.job.name, exc)
+        """The lock's connection stopped answering: see cut_loose."""
+        if self.lock is not None:
+            cut_loose(self.lock, self.job.name)
 
     def _lock_gone(self, *, callbacks: bool = True) -> None:
         """The watchdog found the lock gone: flag it, log it, tell the job's callbacks."""

@@ -6,14 +6,23 @@ TCP_USER_TIMEOUT) never fire when a peer on the way (a sidecar proxy, a pooler, 
 keeps acknowledging the bytes and never answers. `within` bounds such a call on our side: it
 runs on a thread of its own, and a call that has not answered in time is given up (Overdue),
 so the caller can count the lock as lost and cut the connection loose.
+
+The try-lock and the record of an attempt run on the calling thread instead (no thread per
+attempt: the run path stays as fast as the raw driver). Each is registered with `DEADLINES`,
+one thread per process; a call still running past its deadline has its connection cut loose
+(a blocked call then returns with an error, and the server session is ended from a fresh
+connection where one can be made), so a kept session that a hung peer silenced neither blocks
+the next attempt for ever nor lets its session hold the lock.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from lockconsole.backends import Lock, LockBase
@@ -107,3 +116,52 @@ def retrying(write: Callable[[], Run]) -> Run:
             log.warning("recording the outcome failed, retrying: %s", exc)
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+
+DECIDE_SECONDS = 15.0  # the lock session's statement_timeout (10 s) and a margin: only a peer
+# that never answers reaches it, never a server that is merely slow or waiting on a row lock
+
+
+class Deadlines:
+    """Calls in flight and when each is due; the thread that cuts an overdue one loose."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._tokens = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def bound(self, seconds: float, cut: Callable[[], None]) -> Iterator[None]:
+        """Within the block, `cut()` runs (on a thread of its own) once `seconds` have passed."""
+        token = next(self._tokens)
+        with self._changed:
+            self._due[token] = (time.monotonic() + seconds, cut)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="lockconsole-deadlines", daemon=True
+                )
+                start_quiet(self._thread)
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._due.pop(token, None)
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                overdue = [t for t, (due, _) in self._due.items() if due <= now]
+                cuts = [self._due.pop(t)[1] for t in overdue]
+                if not cuts:
+                    nearest = min((due for due, _ in self._due.values()), default=now + 60)
+                    self._changed.wait(max(0.01, nearest - now))
+                    continue
+            for cut in cuts:
+                log.warning("a run-path statement got no answer in time: cutting it loose")
+                start_quiet(threading.Thread(target=cut, name="lockconsole-cut", daemon=True))
+
+
+DEADLINES = Deadlines()

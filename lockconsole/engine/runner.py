@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,8 @@ from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.rounds import SKIP_HELD, Rounds
 from lockconsole.engine import faultpoints
-from lockconsole.engine.attempt import Attempt, log_attempt
+from lockconsole.engine.attempt import Attempt, cut_loose, log_attempt
+from lockconsole.engine.closing import DEADLINES, DECIDE_SECONDS
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
 from lockconsole.engine.stopping import Stop
 from lockconsole.model.errors import DatabaseError, RunClosedError
@@ -107,7 +109,9 @@ def begin(
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
         # started_at is the ledger server's time, once connected (connecting may take seconds)
-        reading = server_clock.reading(ledger)
+        same_server = database.url.raw == ledger_database.url.raw  # a lease: read on its connection
+        ask = getattr(lock, "server_time", None) if same_server else None
+        reading = server_clock.reading(ledger, ask)
         started = reading.now()
         base = Run(
             job=job.name,
@@ -132,14 +136,19 @@ def begin(
             stop.enter_holding()
         claims = job.once_per_slot and trigger in ("scheduled", "rerun") and not force
         try:
-            run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
+            run, rounds = _bounded_decide(
+                job, lock, ledger, base, database, ledger_database, claims
+            )
         except DatabaseError:
             if session is None:
                 raise
-            # a kept connection that died while idle (a server restart, an idle timeout)
+            # a kept connection that died while idle (a server restart, an idle timeout), or
+            # that a hung peer left without an answer (cut loose by its deadline)
             Session(key, lock, ledger).close()
             ledger, lock = Ledger(ledger_database), _open(job, database, instance)
-            run, rounds = _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
+            run, rounds = _bounded_decide(
+                job, lock, ledger, base, database, ledger_database, claims
+            )
     except BaseException:
         _close_quietly(lock)
         ledger.close()
@@ -163,6 +172,36 @@ def begin(
     if stop is not None and stop.is_set():
         attempt.finish("failed", message=f"{stop.reason}: before the job started")
     return attempt
+
+
+def _bounded_decide(
+    job: Job,
+    lock: Lock,
+    ledger: Ledger,
+    base: Run,
+    database: Database,
+    ledger_database: Database,
+    claims: bool,
+) -> tuple[Run, Rounds | None]:
+    """_decide on the calling thread, cut loose at DECIDE_SECONDS (engine/closing.py): a peer
+    that never answers makes it raise DatabaseError, once our stuck server session (which may
+    have got the lock) was ended from a fresh connection, so a retry can take the lock."""
+    overdue = threading.Event()
+
+    def cut() -> None:
+        overdue.set()
+        abandon = getattr(lock, "abandon", None)
+        if abandon is not None:
+            abandon()
+
+    try:
+        with DEADLINES.bound(DECIDE_SECONDS, cut):
+            return _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
+    except Exception as exc:
+        if not overdue.is_set():
+            raise
+        cut_loose(lock, job.name)
+        raise DatabaseError(f"no answer within {DECIDE_SECONDS:.0f} s: {exc}") from None
 
 
 def _decide(

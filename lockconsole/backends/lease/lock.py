@@ -211,6 +211,19 @@ class LeaseLock(LockBase):
         values.update({k: (now + d).strftime(SQLITE_STAMP) for k, d in extra.items()})
         return values
 
+    def server_time(self) -> Any:
+        """The server's clock now, on the lease's own connection (the ledger's clock when the
+        ledger shares this database: no connection is opened for it)."""
+        from lockconsole.backends import sqlfiles
+
+        if self.dialect == "sqlite":
+            return datetime.now(UTC)
+        return (
+            self._connection()
+            .exec_driver_sql(sqlfiles.load("select_server_time", self.dialect))
+            .scalar()
+        )
+
     # -- the Lock protocol ------------------------------------------------------------------
 
     def acquire(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -25,12 +26,12 @@ REREAD = 3600.0  # seconds a reading is carried forward before the server is ask
 
 
 class _Asks(Protocol):
-    """The part of Ledger a reading needs: its dialect, its URL and one query."""
+    """The part of Ledger a reading needs: its dialect, its URL and the server's time."""
 
     dialect: str
     url: Any
 
-    def fetch_one(self, query: str, params: dict[str, Any]) -> Any: ...
+    def server_time(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,14 @@ def _server_key(ledger: _Asks) -> tuple[Any, ...]:
     return (ledger.dialect, url.host, url.port, url.database)
 
 
-def read(ledger: _Asks) -> Reading:
-    """A fresh reading of the server's clock through `ledger` (SQLite: this host's clock)."""
+def read(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
+    """A fresh reading of the server's clock through `ledger`, or `ask` (a lock's connection to
+    the same server, so no connection is opened for it); SQLite: this host's clock."""
     before_mono, before_wall = time.monotonic(), time.time()
     if ledger.dialect == "sqlite":  # the file's clock is this host's
         return Reading(datetime.now(UTC), before_mono, 0.0)
-    row = ledger.fetch_one("select_server_time", {})
+    server = (ask or ledger.server_time)()
     after_mono, after_wall = time.monotonic(), time.time()
-    server = row[0]
     if isinstance(server, str):
         server = datetime.fromisoformat(server)
     if server.tzinfo is None:  # MySQL's UTC_TIMESTAMP(6) is naive UTC
@@ -71,7 +72,7 @@ def read(ledger: _Asks) -> Reading:
     return Reading(server, (before_mono + after_mono) / 2, middle_wall - server.timestamp())
 
 
-def reading(ledger: _Asks) -> Reading:
+def reading(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
     """This process's reading of the ledger server's clock: taken on first use, then kept.
 
     A re-reading that fails keeps the old one (it is still right within the drift), so a
@@ -83,7 +84,7 @@ def reading(ledger: _Asks) -> Reading:
     if found is not None and time.monotonic() - found.monotonic < REREAD:
         return found
     try:
-        fresh = read(ledger)
+        fresh = read(ledger, ask)
     except Exception:
         if found is None:
             raise

@@ -1,16 +1,13 @@
 """The run ledger: every attempt of every job on every instance, in one shared table.
 
 Each attempt is one row of `lockconsole_runs` (a `models.Run`): the instance that tried, the
-slot it tried to run, and what happened (skipped, acquired, then succeeded / failed /
-lock_lost). Two "acquired" or "succeeded" rows for one job and slot are a double run; no such
-row for a slot that should have run is a missed run.
+slot it tried to run, and what happened (skipped, acquired, then succeeded / failed / lock_lost).
 
 The table is defined once with SQLAlchemy Core (`schema()`) and created on first use with
 `metadata.create_all` on PostgreSQL, MySQL/MariaDB and SQLite. Timestamps are stored as UTC:
 `timestamptz` on PostgreSQL, naive-UTC `DATETIME(6)` on MySQL/MariaDB, and fixed-width text
-`YYYY-MM-DD HH:MM:SS.ffffff` (UTC) on SQLite, so all three keep microseconds and sort
-correctly. The API takes timezone-aware datetimes (a naive one is refused with ValueError)
-and always returns aware UTC datetimes.
+`YYYY-MM-DD HH:MM:SS.ffffff` (UTC) on SQLite: microseconds kept, sorted right. The API takes
+aware datetimes (a naive one is refused with ValueError) and returns aware UTC ones.
 
 The runner's writes (`record`, `finish`, `slot_claim`) go through a raw, autocommit DB-API
 connection with the SQL in `backends/queries/` and do not import SQLAlchemy (that would cost
@@ -45,14 +42,15 @@ _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (libpq's PQTRANS_IDLE), without i
 _TIME_COLUMNS = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
 
 
+def _new_id(cur: Any) -> Any:
+    return cur.fetchone()[0] if cur.description else getattr(cur, "lastrowid", None)
+
+
 def _row_to_run(row: Any) -> Run:
     values = dict(zip(COLUMNS, row, strict=True))
     for name in _TIME_COLUMNS:
         values[name] = from_db(values[name])
     return Run(**values)
-
-
-# -- the ledger -----------------------------------------------------------------------------
 
 
 class Ledger:
@@ -135,6 +133,15 @@ class Ledger:
     def now(self) -> datetime:
         """The ledger server's time now (ledger/clock.py): the one clock of the ledger's times."""
         return clock.reading(self).now()
+
+    def server_time(self) -> Any:
+        """The server's clock, on a connection already open (the reads' engine in a console)."""
+        if self._conn is None and self._engine is not None:
+            with self._engine.connect() as conn:
+                return conn.exec_driver_sql(
+                    sqlfiles.load("select_server_time", self.dialect)
+                ).scalar()
+        return self.fetch_one("select_server_time", {})[0]
 
     # writes (raw driver, no SQLAlchemy)
 
@@ -246,11 +253,7 @@ class Ledger:
 
     def insert(self, query: str, params: dict[str, Any]) -> Any:
         """Run one INSERT query file (its datetimes given aware); the new row's id, if any."""
-
-        def new_id(cur: Any) -> Any:
-            return cur.fetchone()[0] if cur.description else getattr(cur, "lastrowid", None)
-
-        return self._execute(query, self._values(params), new_id)
+        return self._execute(query, self._values(params), _new_id)
 
     def _values(self, params: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -269,9 +272,9 @@ class Ledger:
 
     def abandoned(self, job: str, run: Run, limit: int = 10) -> list[Run]:
         """`job`'s attempts of other slots still "acquired" (not manual), oldest slot first."""
-        params = {"job": job, "slot": to_db(run.slot, self.dialect), "limit": limit}
-        rows = self._execute("select_abandoned_runs", params, lambda cur: cur.fetchall())
-        return [r for r in map(_row_to_run, rows) if r.trigger != "manual"]
+        params = {"job": job, "slot": run.slot, "limit": limit}
+        found = map(_row_to_run, self.fetch_all("select_abandoned_runs", params))
+        return [r for r in found if r.trigger != "manual"]
 
     # reads (SQLAlchemy Core)
 
