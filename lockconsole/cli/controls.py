@@ -52,7 +52,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true", help="print the final request as JSON")
 
     o = sub.add_parser("output", help="print what a run left: its output tail, or its traceback")
-    o.add_argument("run_id", type=int, metavar="RUN_ID", help="the run's id (history shows it)")
+    o.add_argument(
+        "run_id", metavar="RUN_ID", help="the run's id as history shows it: LEDGER:ID, or ID"
+    )
     o.add_argument("--json", action="store_true", help="print one JSON object (exact text)")
 
 
@@ -135,14 +137,16 @@ EXIT_NO_RUN = 1
 
 
 def _output(console: ConsoleFacade, args: argparse.Namespace) -> int:
-    if not 0 < args.run_id < 2**63:
-        raise UsageError("output: RUN_ID must be a positive run id")
-    found = console.run_output(args.run_id)
+    ledger, _, number = args.run_id.rpartition(":")
+    if not number.isdigit() or not 0 < int(number) < 2**63:
+        raise UsageError("output: RUN_ID is LEDGER:ID or ID, with ID a positive run id")
+    run_id = int(number)
+    found = console.run_output(run_id, ledger=ledger or None)
     if args.json:
         print(json.dumps(None if found is None else found.__dict__))
         return 0 if found is not None else EXIT_NO_RUN
     if found is None:
-        print(f"lockconsole: no run {args.run_id} in the ledger", file=sys.stderr)
+        print(shown(f"lockconsole: no run {args.run_id} in the ledger"), file=sys.stderr)
         return EXIT_NO_RUN
     head = f"run {found.run_id} of {found.job}: {found.outcome}"
     print(shown(head if found.output else f"{head}, no output kept"), file=sys.stderr)

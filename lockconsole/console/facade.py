@@ -324,16 +324,13 @@ class Console:
         run: Run = audited_trigger(self.config.ledger_for(job), self.actor, job.name, name, act)
         return run
 
-    def run_output(self, run_id: int) -> RunOutput | None:
-        """A run's kept output, from the first ledger that has run `run_id` (None: none has)."""
-        from lockconsole.backends.ledger.outputs import output_of
+    def run_output(
+        self, run_id: int, *, ledger: str | None = None, job: str | None = None
+    ) -> RunOutput | None:
+        """A run's kept output (see console/outputs.py: run ids are per ledger)."""
+        from lockconsole.console.outputs import find_output
 
-        names = sorted({self.config.ledger_for(j).name for j in self.config.jobs.values()})
-        for name in names:
-            found = output_of(self.connections.ledger(name), run_id)
-            if found is not None:
-                return found
-        return None
+        return find_output(self.config, self.connections.ledger, run_id, ledger=ledger, job=job)
 
     def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
         """Pause a job on every instance (audited); refused when read-only."""

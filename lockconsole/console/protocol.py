@@ -87,8 +87,11 @@ class ConsoleFacade(Protocol):
         """A run request as it is now."""
         ...
 
-    def run_output(self, run_id: int) -> RunOutput | None:
-        """A run's kept output tail (or traceback); None when no ledger has the run."""
+    def run_output(
+        self, run_id: int, *, ledger: str | None = None, job: str | None = None
+    ) -> RunOutput | None:
+        """A run's kept output tail (or traceback), from `ledger` or `job`'s ledger when given
+        (run ids are per ledger); None when no ledger has the run."""
         ...
 
     def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:

@@ -183,7 +183,9 @@ class SampleConsole:
             None,
         )
 
-    def run_output(self, run_id: int) -> RunOutput | None:
+    def run_output(
+        self, run_id: int, *, ledger: str | None = None, job: str | None = None
+    ) -> RunOutput | None:
         from lockconsole.backends.ledger.outputs import RunOutput
 
         run = next((r for r in self._snapshot.runs if r.id == run_id), None)

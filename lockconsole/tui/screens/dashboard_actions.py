@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
+from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
 from textual.notifications import SeverityLevel
@@ -149,7 +150,12 @@ class SelectionActions:
             return
         run, slot_runs = screen.runs_of[key]
         screen.host.push_screen(
-            RunDetailScreen(run, list(slot_runs), screen.host.zone, screen.host.facade.run_output)
+            RunDetailScreen(
+                run,
+                list(slot_runs),
+                screen.host.zone,
+                partial(screen.host.facade.run_output, job=run.job),  # its ledger's run only
+            )
         )
 
     # --- other screens -----------------------------------------------------------------
