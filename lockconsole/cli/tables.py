@@ -86,12 +86,15 @@ def print_problems(snap: Snapshot) -> None:
         out.print(data_text(f"error: {db}: {error}", style="red"))
 
 
-def runs_table(runs: Sequence[Run]) -> None:
+def runs_table(runs: Sequence[Run], ids: Sequence[str] | None = None) -> None:
+    """The history table; `ids`: each run's id as `output` takes it (LEDGER:ID)."""
     if not runs:
         out.print("no runs recorded")
         return
     table = Table(title="run history (newest first; times UTC)", title_justify="left")
+    ids = ids or [str(r.id) for r in runs]
     for col in (
+        "id",
         "job",
         "slot",
         "instance",
@@ -103,11 +106,12 @@ def runs_table(runs: Sequence[Run]) -> None:
         "message",
     ):
         table.add_column(col, overflow="fold")
-    for r in runs:
+    for r, run_id in zip(runs, ids, strict=True):
         length = took(r.finished_at - r.started_at) if r.finished_at else "running"
         style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
         slot, started = stamp(r.slot, zone=False), stamp(r.started_at, zone=False)
         cells = (
+            run_id,
             r.job,
             slot,
             r.instance,

@@ -35,6 +35,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     h = sub.add_parser("history", help="recent attempts on every instance, newest first")
     h.add_argument("--job", metavar="NAME", help="only this job")
+    h.add_argument("--instance", metavar="NAME", help="only this instance's attempts")
+    h.add_argument("--outcome", choices=OUTCOMES, help="only attempts that ended so")
+    h.add_argument("--since", metavar="WHEN", help="started since: a duration (2h) or ISO time")
+    h.add_argument("--until", metavar="WHEN", help="started before: a duration ago or ISO time")
+    h.add_argument("--slot", metavar="ISO_TIME", help="only this slot's attempts")
     h.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
     h.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -91,6 +96,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 MAX_LIMIT = 100_000
+OUTCOMES = ("skipped", "paused", "acquired", "succeeded", "failed", "lock_lost")
 MAX_ID = 2**63 - 1
 
 
@@ -142,16 +148,64 @@ def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _moment(option: str, text: str | None) -> datetime | None:
+    """--since / --until: a duration ago (2h, 30m, 1d) or an ISO time with a zone."""
+    from lockconsole.config.checks import parse_duration
+    from lockconsole.model.slots import utcnow
+
+    if text is None:
+        return None
+    try:
+        return utcnow() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"history: {option}: {text!r} is neither a duration (2h) nor an ISO time"
+        ) from None
+    if value.tzinfo is None:
+        raise UsageError(f"history: {option}: {text!r} has no time zone (add Z or +00:00)")
+    return value
+
+
 def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
+    from lockconsole.cli.run import parse_slot
+    from lockconsole.model.context import qualified_run_id
+    from lockconsole.model.views import RunFilter
+
     if not 1 <= args.limit <= MAX_LIMIT:
         raise UsageError(f"history: --limit must be at least 1 and at most {MAX_LIMIT}")
-    runs = console.history(args.job, limit=args.limit)
+    if args.job is not None:
+        console.config.job(args.job)  # an unknown job is an error, not an empty list
+    where = RunFilter(
+        instance=args.instance,
+        outcome=args.outcome,
+        since=_moment("--since", args.since),
+        until=_moment("--until", args.until),
+        slot=None if args.slot is None else parse_slot(args.slot),
+    )
+    runs = console.history(args.job, limit=args.limit, where=where)
+    jobs = console.config.jobs
+
+    def ledger_of(job: str) -> str | None:  # run ids are per ledger: each is shown with its own
+        return console.config.ledger_for(jobs[job]).name if job in jobs else None
+
     if args.json:
-        _print_json({"runs": runs})
+        rows = [
+            {
+                **to_json(r),
+                "ledger": ledger_of(r.job),
+                "run_id": qualified_run_id(ledger_of(r.job) or "?", r.id),
+            }
+            for r in runs
+        ]
+        _print_json({"schema": 1, "runs": rows})
         return 0
     from lockconsole.cli.tables import runs_table
 
-    runs_table(runs)
+    runs_table(runs, [qualified_run_id(ledger_of(r.job) or "?", r.id) or "-" for r in runs])
     return 0
 
 

@@ -24,7 +24,7 @@ from lockconsole.config.urls import scrub
 from lockconsole.console.waits import Call, Calls, budget_of, pending_text, timeouts_of, wait_for
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Run
-from lockconsole.model.views import Alert
+from lockconsole.model.views import Alert, RunFilter
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -274,12 +274,18 @@ class Connections:
             return ledger
 
     def read_runs(
-        self, name: str, job: str | None = None, *, since: datetime | None = None, limit: int = 200
+        self,
+        name: str,
+        job: str | None = None,
+        *,
+        since: datetime | None = None,
+        limit: int = 200,
+        where: RunFilter | None = None,
     ) -> list[Run]:
         """Attempts from ledger database `name`, newest first; a failed ledger is reopened."""
         ledger = self.ledger(name)
         try:
-            runs = ledger.runs(job, since=since, limit=limit)
+            runs = ledger.runs(job, since=since, limit=limit, where=where)
         except Exception:
             with self._lock:  # drop it: the next read reconnects
                 if self._ledgers.get(name) is ledger:

@@ -26,7 +26,7 @@ from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
-from lockconsole.model.views import Alert, Holder, JobStatus, Snapshot
+from lockconsole.model.views import Alert, Holder, JobStatus, RunFilter, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
@@ -177,7 +177,9 @@ class Console:
             now=now,
         )
 
-    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
+    def history(
+        self, job: str | None = None, *, limit: int = 200, where: RunFilter | None = None
+    ) -> list[Run]:
         """Recent attempts, newest first, from every ledger (or the one of `job`)."""
         if job is not None:
             self.config.job(job)
@@ -188,7 +190,7 @@ class Console:
         }
         runs: list[Run] = []
         for name in sorted(names):
-            runs.extend(self.connections.read_runs(name, job, limit=limit))
+            runs.extend(self.connections.read_runs(name, job, limit=limit, where=where))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         return runs[:limit]
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
     from lockconsole.model.jobs import Pause, Run
-    from lockconsole.model.views import Holder, Snapshot
+    from lockconsole.model.views import Holder, RunFilter, Snapshot
 
 
 class ReadOnlyError(UsageError):
@@ -40,8 +40,10 @@ class ConsoleFacade(Protocol):
         """Everything at one moment; duplicates: True scans now, False skips, None = latest."""
         ...
 
-    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
-        """Recent attempts, newest first, of every job or of `job`."""
+    def history(
+        self, job: str | None = None, *, limit: int = 200, where: RunFilter | None = None
+    ) -> list[Run]:
+        """Recent attempts, newest first, of every job or of `job`, kept by `where`."""
         ...
 
     def audit(

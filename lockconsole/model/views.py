@@ -32,6 +32,17 @@ AlertKind = Literal[
 
 
 @dataclass(frozen=True)
+class RunFilter:
+    """Which attempts a history read keeps (each None: any); the database applies it."""
+
+    instance: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None  # started at or after
+    until: datetime | None = None  # started before
+    slot: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Holder:
     """A session holding or waiting for a lock (or a held lease row), as one database shows it."""
 

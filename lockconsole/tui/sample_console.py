@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.model.jobs import Idempotency, Pause, Run
-from lockconsole.model.views import Holder, Snapshot
+from lockconsole.model.views import Holder, RunFilter, Snapshot
 
 if TYPE_CHECKING:
     from lockconsole.backends.audit import AuditEntry
@@ -54,8 +54,17 @@ class SampleConsole:
         with self._lock:
             self._snapshot = snapshot
 
-    def history(self, job: str | None = None, *, limit: int = 200) -> list[Run]:
-        return [r for r in self._snapshot.runs if job is None or r.job == job][:limit]
+    def history(
+        self, job: str | None = None, *, limit: int = 200, where: RunFilter | None = None
+    ) -> list[Run]:
+        def kept(r: Run) -> bool:
+            w = where or RunFilter()
+            return (job is None or r.job == job) and all(
+                v is None or getattr(r, k) == v
+                for k, v in (("instance", w.instance), ("outcome", w.outcome), ("slot", w.slot))
+            )
+
+        return [r for r in self._snapshot.runs if kept(r)][:limit]
 
     def audit(
         self, job: str | None = None, *, since: datetime | None = None, limit: int = 200

@@ -12,6 +12,7 @@ from typing import Any
 
 from lockconsole.backends.ledger.schema import TABLE, schema
 from lockconsole.backends.ledger.times import to_db
+from lockconsole.model.views import RunFilter
 
 
 def present_columns(engine: Any) -> set[str] | None:
@@ -30,18 +31,36 @@ def _columns(present: set[str] | None) -> list[Any]:
 
 
 def newest(
-    present: set[str] | None, job: str | None, since: datetime | None, limit: int, dialect: str
+    present: set[str] | None,
+    job: str | None,
+    *,
+    dialect: str,
+    since: datetime | None = None,
+    limit: int = 200,
+    where: RunFilter | None = None,
 ) -> Any:
-    """Attempts newest first: of one job or all, started at or after `since`."""
+    """Attempts newest first: of one job or all, started at or after `since`, kept by `where`."""
     from sqlalchemy import select
 
     _, table = schema()
     query = select(*_columns(present))
     if job is not None:
         query = query.where(table.c.job == job)
+    for moment in (since, *((where.since, where.until, where.slot) if where else ())):
+        if moment is not None:
+            to_db(moment, dialect)  # refuse a naive datetime before asking the server
     if since is not None:
-        to_db(since, dialect)  # refuse a naive datetime before asking the server
         query = query.where(table.c.started_at >= since)
+    if where is not None:
+        for column, value in (("instance", where.instance), ("outcome", where.outcome)):
+            if value is not None:
+                query = query.where(table.c[column] == value)
+        if where.since is not None:
+            query = query.where(table.c.started_at >= where.since)
+        if where.until is not None:
+            query = query.where(table.c.started_at < where.until)
+        if where.slot is not None:
+            query = query.where(table.c.slot == where.slot)
     return query.order_by(table.c.started_at.desc(), table.c.id.desc()).limit(int(limit))
 
 

@@ -278,11 +278,9 @@ class Ledger:
 
     # reads (SQLAlchemy Core)
 
-    def runs(
-        self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
-    ) -> list[Run]:
-        """Attempts, newest first: of one job or all, started at or after `since`."""
-        return self._read(lambda have: reads.newest(have, job, since, limit, self.dialect))
+    def runs(self, job: str | None = None, **read: Any) -> list[Run]:
+        """Attempts, newest first, of one job or all (`since`, `limit`, `where`: reads.newest)."""
+        return self._read(lambda have: reads.newest(have, job, dialect=self.dialect, **read))
 
     def slot_runs(self, job: str, slot: datetime) -> list[Run]:
         """Every attempt of `job` at `slot`, oldest first: who skipped, who ran, how it ended."""
