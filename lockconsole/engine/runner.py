@@ -89,9 +89,9 @@ def begin(
     faultpoints.reach(faultpoints.CONNECTING)
     if stop is not None:
         stop.check()
-    fired = utcnow()  # the instance's clock names the slot: it is what fired the schedule
-    if slot is None:
-        slot = manual_slot(fired) if trigger == "manual" else slot_for(job, fired)
+    fired = utcnow()  # the instance's clock names a scheduled slot: it is what fired it
+    if slot is None and trigger != "manual":
+        slot = slot_for(job, fired)
     key = session_key(job, database, ledger_database, instance) if sessions is not None else ()
     session = sessions.take(key) if sessions is not None else None
     if session is not None:
@@ -113,6 +113,7 @@ def begin(
         ask = getattr(lock, "server_time", None) if same_server else None
         reading = server_clock.reading(ledger, ask)
         started = reading.now()
+        slot = manual_slot(started) if slot is None else slot  # a manual run's: its start
         base = Run(
             job=job.name,
             slot=slot,

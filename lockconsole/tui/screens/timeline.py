@@ -207,6 +207,9 @@ class SlotBlock(Widget):
     def render(self) -> RenderResult:
         bar = self.owner.geometry.bar_width(self.size.width)
         lines = [self.heading()] + [self.lane(i, bar) for i in self.owner.instances]
+        width = self.size.width
+        for line in lines:  # one row each: a heading that wrapped would push the last lane out
+            line.truncate(width, overflow="ellipsis")
         return Text("\n").join(clean(line) for line in lines)  # each line shown as data
 
 
