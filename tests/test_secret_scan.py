@@ -50,7 +50,9 @@ def cases(pg_url: str, mysql_url: str) -> list[tuple[str, str]]:
     for where in ("userinfo", "password", "sslpassword"):
         out.append((f"pg-{where}", with_secret(pg_url, where)))  # trust auth: it connects
         out.append((f"pg-down-{where}", with_secret(down_pg, where)))
-        out.append((f"my-down-{where}", with_secret(down_my, where)))
+        # MySQL's own name for a key's password (libpq's sslpassword is refused on a mysql URL)
+        mine = "ssl_key_password" if where == "sslpassword" else where
+        out.append((f"my-down-{where}", with_secret(down_my, mine)))
     out.append(("my-wrong-userinfo", with_secret(mysql_url, "userinfo")))  # access denied
     out.append(("my-wrong-password", with_secret(mysql_url, "password")))
     return out

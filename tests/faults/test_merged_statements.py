@@ -61,12 +61,16 @@ def _config(tmp_path: Path, url: str, job: str, strategy: str, commit: str = "du
     return config
 
 
-def _waiting(pg_conn: Any) -> int | None:
-    """The pid of a backend of ours whose statement on the ledger waits for a lock, else None."""
+def _waiting(pg_conn: Any, job: str | None = None) -> int | None:
+    """The pid of a backend of ours whose statement on the ledger waits for a lock, else None
+    (with `job`: that job's lock session, or a ledger session, not a session another test's
+    runner left still finishing its write)."""
     row = pg_conn.execute(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock' AND query LIKE %s",
-        ("%lockconsole_runs%",),
+        "AND wait_event_type = 'Lock' AND query LIKE %s "
+        "AND (%s::text IS NULL OR application_name LIKE %s"
+        " OR application_name = 'lockconsole-ledger')",
+        ("%lockconsole_runs%", job, f"lockconsole:{job}@%"),
     ).fetchone()
     return None if row is None else int(row[0])
 
@@ -112,7 +116,7 @@ def test_a_fault_between_the_try_lock_and_the_record(
     try:
         blocker.execute("LOCK TABLE lockconsole_runs IN ACCESS EXCLUSIVE MODE")
         first = _run(config, job, "web-1")
-        waiting = wait_for(lambda: _waiting(pg_conn), what="the record waiting")
+        waiting = wait_for(lambda: _waiting(pg_conn, job), what="the record waiting")
         pid = _lock_session(pg_conn, job, "web-1")  # pg-xact records on a second session
         assert _advisory_locks(pg_conn, pid) == 1  # the try-lock ran; nothing is recorded yet
         assert waiting == pid or strategy == "pg-xact"
