@@ -8,11 +8,13 @@ ran yet has no ledger table at all (no runs, and `missing` says so).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger.schema import TABLE, schema
 from lockconsole.backends.ledger.times import to_db
-from lockconsole.model.views import RunFilter
+
+if TYPE_CHECKING:  # the run path imports this module, and never needs the views
+    from lockconsole.model.views import RunFilter
 
 
 def present_columns(engine: Any) -> set[str] | None:
