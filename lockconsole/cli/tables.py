@@ -38,7 +38,8 @@ KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'
 TEXT_WIDTH = 200  # cells of a query or a message
 
 
-def holders_table(holders: Sequence[Holder], now: datetime) -> None:
+def holders_table(holders: Sequence[Holder], now: datetime, unread: Sequence[str] = ()) -> None:
+    """The holders; `unread`: databases that could not be read (their holders are unknown)."""
     table = Table(title=f"lock holders at {stamp(now, zone=False)} UTC", title_justify="left")
     for col in (
         "database",
@@ -71,8 +72,9 @@ def holders_table(holders: Sequence[Holder], now: datetime) -> None:
         )
         style = "red" if h.stale else ("yellow" if not h.granted else None)
         table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells), style=style)
-    if not holders:
-        out.print("no lock holders")
+    if not holders:  # none seen is not none held where a database could not be read
+        unknown = f"; unknown for {', '.join(unread)} (could not be read)" if unread else ""
+        out.print(data_text(f"no lock holders seen{unknown}" if unread else "no lock holders"))
         return
     out.print(table)
 

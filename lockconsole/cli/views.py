@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 Command = Callable[["ConsoleFacade", argparse.Namespace], int]  # cmd_*: a view over the facade
 
 EXIT_ALERTS = 1
+EXIT_UNREAD = 5  # a database could not be read, as `run` says it
 EXIT_NOT_RELEASED = 1
 
 
@@ -115,12 +116,12 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
                 "errors": dict(snap.errors),
             }
         )
-        return 0
+        return EXIT_UNREAD if snap.errors else 0
     from lockconsole.cli.tables import holders_table, print_problems
 
-    holders_table(holders, snap.taken_at)
+    holders_table(holders, snap.taken_at, [db for db, _ in snap.errors])
     print_problems(snap)
-    return 0
+    return EXIT_UNREAD if snap.errors else 0  # the list is incomplete: never an all clear
 
 
 def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
