@@ -134,11 +134,14 @@ def test_a_missed_slot_rerun_turns_ok_and_a_second_needs_force(
         done = cli(config, "run", job, "--slot", slot, "--instance", "web-1", env=cli_env)
         assert done.returncode == 3, done.stderr
 
+    seen: list[str] = []
+
     def alerts() -> list[str]:
         check = cli(config, "check", "--json", "--no-duplicates", env=cli_env)
+        seen.append(check.stdout + check.stderr)  # for the assertion's message
         return [a["kind"] for a in json.loads(check.stdout)["alerts"] if a["job"] == job]
 
-    assert alerts() == ["missed"]
+    assert alerts() == ["missed"], seen[-1]
     fleet = Fleet(config, cli_env, ("web-2",))
     try:
         rerun = cli(config, "request", job, "--slot", slot, "--json", env=cli_env)
