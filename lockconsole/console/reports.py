@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from lockconsole.model import cron
 from lockconsole.model.jobs import Job, Pause, Run
 from lockconsole.model.slots import repeats_wall_time
-from lockconsole.model.verdict import GOT_LOCK, overlap_seconds, slot_status
+from lockconsole.model.verdict import GOT_LOCK, SlotTally, overlap_seconds, tally, tally_status
 from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
 # the slot statuses that are alerts, and the alert each one is ("retried" is not one)
@@ -34,6 +36,7 @@ ALERT_STATUSES: dict[SlotStatus, AlertKind] = {
     "failed": "failed",
 }
 MAX_MISSED_PER_JOB = 1000  # newest missed firings listed per job (an every-second job)
+MAX_FIRINGS = 1_000_000  # firings of one job looked at in the lookback (a year of minutes: 525,600)
 
 
 class Summary(Protocol):
@@ -48,36 +51,37 @@ class Summary(Protocol):
 DuplicateCount = int | tuple[int, int] | Summary  # groups, (groups, surplus rows) or a summary
 
 
-def _start_order(run: Run) -> tuple[datetime, int]:
-    return run.started_at, run.id or 0
-
-
-def _report(job: str, slot: datetime, runs: list[Run], now: datetime) -> SlotReport:
-    runs = sorted(runs, key=_start_order)
-    got = [r for r in runs if r.outcome in GOT_LOCK]
-    status = slot_status(runs, now)
+def _report(tallied: SlotTally, now: datetime) -> SlotReport:
+    status = tally_status(tallied, now)
     assert status != "skipped"  # only a manual slot is told "skipped"
     return SlotReport(
-        overlap=overlap_seconds(got, now),
-        job=job,
-        slot=slot,
-        acquired=len(got),
-        skipped=sum(r.outcome == "skipped" for r in runs),
-        outcomes=tuple((r.instance, r.outcome) for r in runs),
+        overlap=overlap_seconds(tallied.executions, now),
+        job=tallied.job,
+        slot=tallied.slot,
+        acquired=len(tallied.executions),
+        skipped=tallied.skipped,
+        outcomes=(
+            *((r.instance, r.outcome) for r in tallied.executions),
+            *((instance, "skipped") for instance in tallied.skipped_by),
+        ),
         status=status,
     )
 
 
 def firings(job: Job, start: datetime, end: datetime, limit: int) -> Iterator[datetime]:
     """The job's firings in [start, end] (UTC), newest first, at most `limit` of them."""
-    from croniter import croniter
-
     if not job.schedule or end < start:
         return
+    plain = cron.parse(job.schedule, job.timezone)
+    if plain is not None:  # every minute of a long lookback, without croniter's cost
+        yield from islice(plain.newest_first(start, end), limit)
+        return
+    from croniter import croniter
+
     tz = ZoneInfo(job.timezone)
-    cron = croniter(job.schedule, (end + timedelta(microseconds=1)).astimezone(tz))
+    it = croniter(job.schedule, (end + timedelta(microseconds=1)).astimezone(tz))
     for _ in range(limit):
-        fire = cron.get_prev(datetime).astimezone(UTC)
+        fire = it.get_prev(datetime).astimezone(UTC)
         if fire < start:
             return
         if fire <= end and not repeats_wall_time(job.schedule, job.timezone, fire):
@@ -94,23 +98,45 @@ def slot_reports(
     first_seen: Mapping[str, datetime] | None = None,
     pauses: Mapping[str, Pause] | None = None,
 ) -> list[SlotReport]:
-    """Every slot in the lookback window (plus slots still running), newest first.
-
-    A firing no instance attempted while its job was paused (`pauses`: the pauses in force)
-    is reported paused, not missed.
-    """
-    window_start = now - lookback
+    """Every slot in the lookback window (plus slots still running), newest first, from every
+    attempt of those slots (see judge_slots)."""
     groups: dict[tuple[str, datetime, bool], list[Run]] = defaultdict(list)
-    earliest: dict[str, datetime] = {}
     for run in runs:
         groups[(run.job, run.slot, run.trigger == "manual")].append(run)
-        seen = min(run.slot, run.started_at)
-        if run.job not in earliest or seen < earliest[run.job]:
-            earliest[run.job] = seen
+    tallies = [tally(job, slot, group) for (job, slot, _), group in groups.items()]
+    return judge_slots(
+        jobs, tallies, now=now, lookback=lookback, grace=grace, first_seen=first_seen,
+        pauses=pauses,
+    )  # fmt: skip
+
+
+def judge_slots(
+    jobs: Iterable[Job],
+    tallies: Iterable[SlotTally],
+    *,
+    now: datetime,
+    lookback: timedelta,
+    grace: timedelta,
+    first_seen: Mapping[str, datetime] | None = None,
+    pauses: Mapping[str, Pause] | None = None,
+) -> list[SlotReport]:
+    """Every slot in the lookback window (plus slots still running), newest first.
+
+    `tallies` are the slots the ledger holds (each with all of its attempts); a firing of the
+    schedule with no tally is missed, counted from `first_seen` (the job's first slot in the
+    ledger) or else from its earliest tally. A firing no instance attempted while its job was
+    paused (`pauses`: the pauses in force) is reported paused, not missed.
+    """
+    window_start = now - lookback
+    earliest: dict[str, datetime] = {}
     reports: list[SlotReport] = []
     covered: set[tuple[str, datetime]] = set()
-    for (job_name, slot, manual), group in groups.items():
-        report = _report(job_name, slot, group, now)
+    for tallied in tallies:
+        job_name, slot, manual = tallied.job, tallied.slot, tallied.manual
+        seen = min(slot, tallied.earliest or slot)
+        if job_name not in earliest or seen < earliest[job_name]:
+            earliest[job_name] = seen
+        report = _report(tallied, now)
         if not manual:
             covered.add((job_name, slot))
         if report.status == "running" or (
@@ -124,8 +150,12 @@ def slot_reports(
         if start is None:
             continue
         start = max(start, window_start)
-        for fire in firings(job, start, now - grace, MAX_MISSED_PER_JOB):
+        missed = 0
+        for fire in firings(job, start, now - grace, MAX_FIRINGS):
             if (job.name, fire) not in covered:
+                missed += 1
+                if missed > MAX_MISSED_PER_JOB:
+                    break
                 pause = (pauses or {}).get(job.name)
                 paused = pause is not None and pause.covers(fire)
                 status = "paused" if paused else "missed"

@@ -8,6 +8,7 @@ both day fields restricted, a timezone other than UTC) gives None, and the calle
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -62,6 +63,25 @@ class Cron:
             else:
                 return t
         return None
+
+    def newest_first(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        """Every firing in [start, end] (UTC), newest first, a day at a time: cheap enough to
+        list every minute of a long lookback."""
+        start, end = start.astimezone(UTC), end.astimezone(UTC)
+        hours = sorted(self.hours, reverse=True)
+        minutes = sorted(self.minutes, reverse=True)
+        day = end.replace(hour=0, minute=0, second=0, microsecond=0)
+        while day + timedelta(days=1) > start:
+            if self.day_matches(day):
+                for hour in hours:
+                    for minute in minutes:
+                        fire = day.replace(hour=hour, minute=minute)
+                        if fire > end:
+                            continue
+                        if fire < start:
+                            return
+                        yield fire
+            day -= timedelta(days=1)
 
 
 def parse(expr: str, timezone: str = "UTC") -> Cron | None:
