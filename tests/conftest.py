@@ -174,6 +174,21 @@ def own_database(pg_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def fresh_mysql(mysql_url: str) -> Iterator[str]:
+    """The URL of a MariaDB/MySQL database of this test's own, dropped afterwards."""
+    name = f"own_{uuid.uuid4().hex[:8]}"
+    conn = mysql_connect(mysql_url)
+    with conn.cursor() as cur:
+        cur.execute(f"create database {name}")
+    try:
+        yield mysql_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"drop database {name}")
+        conn.close()
+
+
+@pytest.fixture
 def pg_conn(pg_url: str) -> Iterator[object]:
     """An autocommit psycopg connection for setting up and checking state."""
     import psycopg

@@ -8,29 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import mysql_connect
-
 pytestmark = pytest.mark.mysql
 
-
-@pytest.fixture
-def fresh_mysql(mysql_url: str) -> Iterator[str]:
-    name = f"ids_{uuid.uuid4().hex[:8]}"
-    conn = mysql_connect(mysql_url)
-    with conn.cursor() as cur:
-        cur.execute(f"create database {name}")
-    try:
-        yield mysql_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"drop database {name}")
-        conn.close()
 
 
 def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:

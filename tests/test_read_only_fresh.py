@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -33,19 +31,6 @@ def cli(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedP
         capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
-
-@pytest.fixture
-def fresh_mysql(mysql_url: str) -> Iterator[str]:
-    name = f"ro_{uuid.uuid4().hex[:8]}"
-    conn = mysql_connect(mysql_url)
-    with conn.cursor() as cur:
-        cur.execute(f"create database {name}")
-    try:
-        yield mysql_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"drop database {name}")
-        conn.close()
 
 
 def pg_tables(url: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.backends.postgres.pooler import PoolerInfo
+    from lockconsole.console.ledger_view import LedgerView
 
 log = logging.getLogger("lockconsole.console.facade")
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class Reads:
     """What one round of reads brought back: per target, per ledger, and per database down."""
 
     holders: dict[Target, Holders] = field(default_factory=dict)
-    runs: dict[str, list[Run]] = field(default_factory=dict)
+    ledgers: dict[str, LedgerView] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # database -> why it has no answer
     seconds: dict[str, float] = field(default_factory=dict)  # database -> its longest read
 
@@ -114,9 +115,9 @@ class Connections:
                 reads.holders[target] = listed
         for name, run_call in run_calls.items():
             reads.took(name, run_call)
-            runs = self._answer(("runs", name), run_call, name, reads.errors)
-            if runs is not None:
-                reads.runs[name] = runs
+            view = self._answer(("runs", name), run_call, name, reads.errors)
+            if view is not None:
+                reads.ledgers[name] = view
         self._down = set(reads.errors)
         self._last_errors = {k: v for k, v in self._last_errors.items() if k in reads.errors}
         return reads
@@ -283,9 +284,16 @@ class Connections:
         where: RunFilter | None = None,
     ) -> list[Run]:
         """Attempts from ledger database `name`, newest first; a failed ledger is reopened."""
+        return self._through(
+            name, lambda ledger: ledger.runs(job, since=since, limit=limit, where=where)
+        )
+
+    def _through(self, name: str, read: Callable[[Ledger], T]) -> T:
+        """`read(ledger)` on ledger database `name`; a failed ledger is dropped (reopened on
+        the next read), and one given up on while it ran is closed."""
         ledger = self.ledger(name)
         try:
-            runs = ledger.runs(job, since=since, limit=limit, where=where)
+            found = read(ledger)
         except Exception:
             with self._lock:  # drop it: the next read reconnects
                 if self._ledgers.get(name) is ledger:
@@ -299,13 +307,18 @@ class Connections:
             orphaned = self._ledgers.get(name) is not ledger  # given up on while it ran
         if orphaned:
             ledger.close()
-        return runs
+        return found
 
-    def recent_runs(self, name: str, now: datetime) -> list[Run]:
-        """The runs a snapshot shows: within [console] lookback, at most history_limit."""
-        return self.read_runs(
-            name, since=now - self.settings.lookback, limit=self.settings.history_limit
+    def recent_runs(self, name: str, now: datetime) -> LedgerView:
+        """What a snapshot reads of ledger `name`: its jobs' slots over [console] lookback, as
+        the ledger aggregates them, and its newest attempts, at most history_limit."""
+        from lockconsole.console.ledger_view import read_view
+
+        jobs = sorted(
+            j.name for j in self.config.jobs.values() if self.config.ledger_for(j).name == name
         )
+        since, limit = now - self.settings.lookback, self.settings.history_limit
+        return self._through(name, lambda ledger: read_view(ledger, jobs, since=since, limit=limit))
 
     # --- SQL homes and engines -----------------------------------------------------------
 

@@ -72,7 +72,8 @@ class Console:
         `[console] duplicates_every` (a scan of a large table takes seconds) and the last
         counts are used meanwhile; duplicates=True scans now and waits, False skips them.
         """
-        from lockconsole.console.reports import alerts, clock_alerts, slot_reports
+        from lockconsole.console.ledger_view import merged
+        from lockconsole.console.reports import alerts, clock_alerts, judge_slots
         from lockconsole.console.stale import mark_stale
 
         now = utcnow()
@@ -93,11 +94,8 @@ class Console:
             sources[label] = listed.source
             notes.extend((label, note) for note in listed.notes)
         notes.extend(self.connections.missing_notes(ledgers, errors))
-        # two database names for one database read the same ledger: each row counts once
-        unique = {
-            (r.id, r.job, r.instance, r.started_at): r for f in reads.runs.values() for r in f
-        }
-        runs: list[Run] = list(unique.values())
+        seen = merged(reads.ledgers.values())
+        runs: list[Run] = seen.runs
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)
@@ -110,12 +108,13 @@ class Console:
             orphaned_pids=orphaned,
         )
         pauses = self.controls.pauses(jobs, now, errors)
-        reports = slot_reports(
+        reports = judge_slots(
             jobs,
-            runs,
+            seen.tallies,
             now=now,
             lookback=self.settings.lookback,
             grace=self.settings.grace,
+            first_seen=seen.first_seen,
             pauses=pauses,
         )
         # runs of jobs another configuration shares the ledger with: shown, never alerted here

@@ -74,3 +74,86 @@ def of_slot(present: set[str] | None, job: str, slot: datetime, dialect: str) ->
     to_db(slot, dialect)
     query = select(*_columns(present)).where(table.c.job == job, table.c.slot == slot)
     return query.order_by(table.c.started_at, table.c.id)
+
+
+# -- slot judgment: the ledger aggregates, per (job, slot), over the whole lookback ---------
+
+GOT_LOCK = ("acquired", "succeeded", "failed", "lock_lost")  # model.verdict.GOT_LOCK, as SQL
+
+
+def slot_tallies(jobs: list[str], since: datetime, dialect: str) -> Any:
+    """One row per (job, slot, manual) of `jobs` with a slot at or after `since`: how many
+    attempts took the lock, skipped or found the job paused, the first start, and the one
+    execution's columns (exact when `executed` is 1; a slot with more is read per attempt).
+
+    Served by the (job, slot) index: a range of slots for each job named."""
+    from sqlalchemy import case, func, literal, select
+
+    _, table = schema()
+    to_db(since, dialect)
+    c = table.c
+    got = c.outcome.in_(GOT_LOCK)
+    manual = case((c.trigger == "manual", 1), else_=0).label("manual")
+
+    def count(condition: Any, name: str) -> Any:
+        return func.sum(case((condition, 1), else_=0)).label(name)
+
+    def of_execution(column: Any) -> Any:
+        return func.max(case((got, column), else_=literal(None, column.type))).label(column.name)
+
+    query = select(
+        c.job,
+        c.slot,
+        manual,
+        count(got, "executed"),
+        count(c.outcome == "skipped", "skipped"),
+        count(c.outcome == "paused", "paused"),
+        func.min(c.started_at).label("earliest"),
+        *(of_execution(c[name]) for name in ("id", "instance", "outcome")),
+        *(of_execution(c[name]) for name in ("started_at", "finished_at")),
+    )
+    query = query.where(c.job.in_(jobs), c.slot >= since)
+    return query.group_by(c.job, c.slot, manual)
+
+
+def of_slots(present: set[str] | None, job: str, slots: list[datetime], dialect: str) -> Any:
+    """Every attempt of `job` at any of `slots`, oldest first."""
+    from sqlalchemy import select
+
+    _, table = schema()
+    for slot in slots:
+        to_db(slot, dialect)
+    query = select(*_columns(present)).where(table.c.job == job, table.c.slot.in_(slots))
+    return query.order_by(table.c.started_at, table.c.id)
+
+
+def newest_of_each(present: set[str] | None, jobs: list[str], outcome: str | None = None) -> Any:
+    """Each job's newest attempt by slot (with `outcome` only, when given): one row per job,
+    each found by the (job, slot) index from its newest end, however often another job runs."""
+    from sqlalchemy import select, union_all
+
+    _, table = schema()
+    c = table.c
+    parts = []
+    for job in jobs:
+        one = select(*_columns(present)).where(c.job == job)
+        if outcome is not None:
+            one = one.where(c.outcome == outcome)
+        newest = one.order_by(c.slot.desc(), c.started_at.desc(), c.id.desc()).limit(1)
+        part = newest.subquery()
+        parts.append(select(*part.c))
+    return parts[0] if len(parts) == 1 else union_all(*parts)
+
+
+def first_slots(jobs: list[str]) -> Any:
+    """Each job's first slot in the ledger, one index probe per job (None: never attempted)."""
+    from sqlalchemy import func, select
+
+    _, table = schema()
+    c = table.c
+    return select(
+        *(
+            select(func.min(c.slot)).where(c.job == job).scalar_subquery().label(f"j{i}")
+            for i, job in enumerate(jobs)
+        )
+    )

@@ -321,6 +321,9 @@ class Ledger:
         params.setdefault("application_name", self.application_name)
 
     def _read(self, build: Any) -> list[Run]:
+        return [Run(**row) for row in self.rows(build)]
+
+    def rows(self, build: Any) -> list[dict[str, Any]]:
         """Rows of the query `build(columns present)`; read-only: of the table as it is."""
         from sqlalchemy.exc import SQLAlchemyError
 
@@ -335,7 +338,7 @@ class Ledger:
                 rows = conn.execute(build(self.present)).mappings().all()
         except SQLAlchemyError as exc:
             raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
-        return [Run(**dict(row)) for row in rows]
+        return [dict(row) for row in rows]
 
     def _execute(self, name: str, params: dict[str, Any], handle: Any) -> Any:
         """Run one query file on the raw connection; create the table / reconnect once."""
