@@ -72,7 +72,7 @@ def _fill_pg(url: str, prefix: str) -> Filled:
             insert into lockconsole_runs
               (job, slot, instance, host, pid, trigger, outcome, started_at, finished_at, exit_code)
             select %(prefix)s || %(kind)s || lpad(j::text, 2, '0'), s, 'web-' || i, 'host-' || i,
-                   100 + i, 'schedule',
+                   100 + i, 'scheduled',
                    case when i = 1 + ((extract(epoch from s)::bigint / 60 + j) %% 3)
                         then 'succeeded' else 'skipped' end,
                    s + i * interval '10 milliseconds',
@@ -110,7 +110,7 @@ def _fill_mysql(url: str, prefix: str) -> Filled:
               (job, slot, instance, host, pid, `trigger`, outcome, started_at, finished_at,
                exit_code)
             select concat(%(prefix)s, %(kind)s, lpad(j.seq, 2, '0')), s.at, concat('web-', i.seq),
-                   concat('host-', i.seq), 100 + i.seq, 'schedule',
+                   concat('host-', i.seq), 100 + i.seq, 'scheduled',
                    if(i.seq = 1 + ((floor(unix_timestamp(s.at) / 60) + j.seq) %% 3),
                       'succeeded', 'skipped'),
                    s.at + interval (i.seq * 10000) microsecond,

@@ -15,7 +15,6 @@ import pytest
 pytestmark = pytest.mark.mysql
 
 
-
 def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(config), *words],

@@ -32,7 +32,6 @@ def cli(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedP
     )  # fmt: skip
 
 
-
 def pg_tables(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute(

@@ -105,3 +105,16 @@ def test_a_failed_attempt_retried_by_the_next_instance_is_no_double_run(
         snap = console.snapshot(duplicates=False)
     statuses = {r.slot: r.status for r in snap.slots if r.job == "billing"}
     assert statuses[slot] == "retried"
+
+
+def test_the_ledger_views_fast_built_values_have_every_field() -> None:
+    """console.ledger_view builds Span and SlotTally without __init__: every field named."""
+    from dataclasses import fields
+
+    from lockconsole.console import ledger_view
+    from lockconsole.model.verdict import SlotTally, Span
+
+    assert tuple(f.name for f in fields(Span)) == ledger_view._SPAN
+    source = Path(ledger_view.__file__).read_text()
+    for f in fields(SlotTally):
+        assert f'"{f.name}":' in source, f.name

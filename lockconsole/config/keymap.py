@@ -15,6 +15,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "timeline": "s",
     "filter": "slash",
     "audit": "a",
+    "older": "m",
     "group": "g",
     "maximise": "z",
     "sort": "S",

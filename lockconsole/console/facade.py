@@ -137,6 +137,7 @@ class Console:
                     holding.get(j.name),
                     last_run.get(j.name),
                     pauses.get(j.name),
+                    seen.last_success.get(j.name),
                 )
                 for j in jobs
             ),

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger import reads
+from lockconsole.model.fast import construct
 from lockconsole.model.jobs import Run
 from lockconsole.model.verdict import Execution, SlotTally, Span
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 DETAILED = 2000  # slots nobody ran read per attempt at most, newest first (the rest: counts)
 CHUNK = 500  # slots per statement when reading them per attempt
+_SPAN = ("instance", "outcome", "started_at", "finished_at", "id")  # verdict.Span's fields
 
 
 @dataclass
@@ -99,28 +101,32 @@ def _tallies(ledger: Ledger, rows: list[dict[str, Any]], dialect: str) -> list[S
                 run = Run(**row)
                 attempts[(run.job, run.slot, run.trigger == "manual")].append(run)
     out = []
-    for r in rows:
+    for r in rows:  # tens of thousands in a long lookback: built without __init__
         group: key = (r["job"], r["slot"], bool(r["manual"]))
-        executed = int(r["executed"])
         read = attempts.get(group)
         if read is not None:
             executions: tuple[Execution, ...] = tuple(
                 x for x in read if x.outcome in reads.GOT_LOCK
             )
             skipped_by = tuple(x.instance for x in read if x.outcome == "skipped")
+        elif int(r["executed"]) == 1:
+            span = {name: r[name] for name in _SPAN}
+            executions, skipped_by = (construct(Span, span),), ()
         else:
-            one = Span(r["instance"], r["outcome"], r["started_at"], r["finished_at"], r["id"])
-            executions, skipped_by = ((one,) if executed == 1 else ()), ()
+            executions, skipped_by = (), ()
         out.append(
-            SlotTally(
-                job=group[0],
-                slot=group[1],
-                manual=group[2],
-                executions=executions,
-                skipped=int(r["skipped"]),
-                paused=int(r["paused"]),
-                earliest=r["earliest"],
-                skipped_by=skipped_by,
+            construct(
+                SlotTally,
+                {
+                    "job": group[0],
+                    "slot": group[1],
+                    "manual": group[2],
+                    "executions": executions,
+                    "skipped": int(r["skipped"]),
+                    "paused": int(r["paused"]),
+                    "earliest": r["earliest"],
+                    "skipped_by": skipped_by,
+                },
             )
         )
     return out

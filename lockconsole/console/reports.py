@@ -23,6 +23,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from lockconsole.model import cron
+from lockconsole.model.fast import construct
 from lockconsole.model.jobs import Job, Pause, Run
 from lockconsole.model.slots import repeats_wall_time
 from lockconsole.model.verdict import GOT_LOCK, SlotTally, overlap_seconds, tally, tally_status
@@ -54,17 +55,22 @@ DuplicateCount = int | tuple[int, int] | Summary  # groups, (groups, surplus row
 def _report(tallied: SlotTally, now: datetime) -> SlotReport:
     status = tally_status(tallied, now)
     assert status != "skipped"  # only a manual slot is told "skipped"
-    return SlotReport(
-        overlap=overlap_seconds(tallied.executions, now),
-        job=tallied.job,
-        slot=tallied.slot,
-        acquired=len(tallied.executions),
-        skipped=tallied.skipped,
-        outcomes=(
-            *((r.instance, r.outcome) for r in tallied.executions),
-            *((instance, "skipped") for instance in tallied.skipped_by),
-        ),
-        status=status,
+    got = tallied.executions
+    outcomes = tuple((r.instance, r.outcome) for r in got)
+    if tallied.skipped_by:
+        outcomes += tuple((instance, "skipped") for instance in tallied.skipped_by)
+    # built without __init__: a lookback of per-minute jobs is tens of thousands of slots
+    return construct(
+        SlotReport,
+        {
+            "job": tallied.job,
+            "slot": tallied.slot,
+            "acquired": len(got),
+            "skipped": tallied.skipped,
+            "outcomes": outcomes,
+            "status": status,
+            "overlap": overlap_seconds(got, now) if len(got) > 1 else 0.0,
+        },
     )
 
 

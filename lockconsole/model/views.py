@@ -115,6 +115,7 @@ class JobStatus:
     holder: Holder | None
     last_run: Run | None
     pause: Pause | None = None  # set while an operator has paused the job
+    last_success: Run | None = None  # its newest succeeded attempt (by index, any age)
 
 
 @dataclass(frozen=True)

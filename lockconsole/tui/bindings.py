@@ -93,6 +93,15 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "search find narrow text",
     ),
     ConsoleAction(
+        "older",
+        "m",
+        "older",
+        "Older runs",
+        "Read a page of older runs into the history (for the filter's job:, instance:, outcome:)",
+        "more page back earlier history paging scroll past",
+        show=False,
+    ),
+    ConsoleAction(
         "audit",
         "a",
         "audit",

@@ -19,6 +19,7 @@ from lockconsole.model.views import JobStatus, SlotReport, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import age, clock, duration, seconds, stamp
 from lockconsole.tui.nocolor import ALARM
+from lockconsole.tui.older_runs import parse_filter
 
 JOB_COLUMNS = ("JOB", "HOLDER", "LAST", "NEXT", "SCHEDULE", "STRATEGY · KEY", "DATABASE")
 HISTORY_COLUMNS = (
@@ -196,26 +197,37 @@ def history_rows(
     *,
     zone: tzinfo | None = None,
     configured: Collection[str] | None = None,
+    older: Iterable[Run] = (),
 ) -> tuple[list[Row], dict[str, tuple[Run, list[Run]]]]:
     """Every attempt of the snapshot (the ledger's, within its lookback and history_limit),
     grouped under its slot with the slot's status, newest slot first, and a row per missed slot
     no instance attempted; and the run of each key with the runs of its slot (run detail).
 
     Runs of jobs not in `configured` are marked "not in this config" (their alerts are not
-    this configuration's)."""
+    this configuration's). `older`: runs read past the snapshot's page ("m"). The filter's
+    `job:`, `instance:` and `outcome:` words keep those exactly; the rest matches anywhere."""
+    wanted = parse_filter(text_filter)
     by_slot: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
     keys: dict[int, str] = {}
     seen: set[str] = set()
-    for run in snapshot.runs:
+    for run in (*snapshot.runs, *older):
         key = run_key(run)
-        if key in seen:  # two database names for one ledger: the same row twice
+        if key in seen or not wanted.keeps(run):  # two names for one ledger: the row twice
             continue
         seen.add(key)
         keys[id(run)] = key
         by_slot[(run.job, run.slot)].append(run)
-    reports = {(r.job, r.slot): r for r in snapshot.slots}
+    every = {(r.job, r.slot): r for r in snapshot.slots}  # the whole lookback, judged
+    reports = {k: every[k] for k in by_slot if k in every}
+    # a slot without a run shown gets a row when no instance ran it (its runs may be older)
+    reports |= {
+        (r.job, r.slot): r
+        for r in snapshot.slots
+        if r.acquired == 0 and r.status in ("missed", "paused") and (r.job, r.slot) not in reports
+        and wanted.keeps_missed(r.job)
+    }  # fmt: skip
     slots = sorted(set(by_slot) | set(reports), key=lambda js: (js[1], js[0]), reverse=True)
-    needle = text_filter.strip().lower()
+    needle = wanted.text.strip().lower()
     rows: list[Row] = []
     runs_of: dict[str, tuple[Run, list[Run]]] = {}
     missed = 0

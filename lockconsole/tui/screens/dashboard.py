@@ -27,6 +27,7 @@ from lockconsole.model.jobs import Run
 from lockconsole.text.times import age, zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
+from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.panes import (
     HISTORY_COLUMNS,
     JOB_COLUMNS,
@@ -69,6 +70,7 @@ class DashboardScreen(Screen[None]):
         self._ages_second: int | None = None  # the clock's second the holders' ages were for
         self.maximised: str | None = None
         self.selection = SelectionActions(self)
+        self.older = OlderRuns()  # history past the snapshot's page, read on "m"
 
     @property
     def host(self) -> LockConsoleApp:
@@ -173,6 +175,7 @@ class DashboardScreen(Screen[None]):
             host.text_filter,
             zone=host.zone,
             configured=job_names(getattr(host.facade, "config", None)),
+            older=self.older.runs(parse_filter(host.text_filter)),
         )
         table = self.query_one("#history", PaneTable)
         sync_table(
@@ -360,6 +363,9 @@ class DashboardScreen(Screen[None]):
 
     def action_duplicates(self) -> None:
         self.selection.duplicates()
+
+    def action_older(self) -> None:
+        self.selection.older()
 
     def action_timeline(self) -> None:
         self.selection.timeline()

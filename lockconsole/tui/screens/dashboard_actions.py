@@ -19,6 +19,9 @@ from textual.worker_manager import WorkerManager
 
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder, Snapshot
+from lockconsole.text.safe import shown as shown_text
+from lockconsole.text.times import stamp
+from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.widgets.holder_facts import blocked_pids
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import PaneTable, selected_key
@@ -44,11 +47,14 @@ class Host(Protocol):
 
     def start_release(self, holder: Holder) -> None: ...
 
+    def call_from_thread(self, callback: Any, *args: Any) -> Any: ...
+
 
 class Dashboard(Protocol):
     """What these actions need of the dashboard screen."""
 
     runs_of: dict[str, tuple[Run, list[Run]]]
+    older: OlderRuns
 
     @property
     def host(self) -> Host: ...
@@ -60,6 +66,20 @@ class Dashboard(Protocol):
     def query_one(self, selector: str, expect_type: type[W]) -> W: ...
 
     def notify(self, message: str, *, severity: SeverityLevel = ...) -> None: ...
+
+    def show_data(self) -> None: ...
+
+    def run_worker(
+        self,
+        work: Callable[[], None],
+        name: str | None = ...,
+        group: str = ...,
+        description: str = ...,
+        exit_on_error: bool = ...,
+        start: bool = ...,
+        exclusive: bool = ...,
+        thread: bool = ...,
+    ) -> Any: ...
 
 
 class SelectionActions:
@@ -283,3 +303,33 @@ class SelectionActions:
 
         holders = host.snapshot.holders if host.snapshot is not None else ()
         host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders), host.zone), confirmed)
+
+    # --- the history past the snapshot's page ------------------------------------------
+
+    def older(self) -> None:
+        """Read one page of runs older than the oldest the history shows, for the filter's
+        job:, instance: and outcome: words, from every ledger (in a worker)."""
+        screen, host = self.dashboard, self.dashboard.host
+        snap = host.snapshot
+        if snap is None:
+            return
+        wanted = parse_filter(getattr(host, "text_filter", ""))
+        shown = [r for r in (*snap.runs, *screen.older.runs(wanted)) if wanted.keeps(r)]
+        before = min((r.started_at for r in shown), default=snap.taken_at)
+
+        def load() -> None:
+            try:
+                page = screen.older.load(host.facade, wanted, before)
+            except Exception as exc:  # a ledger down, an unknown job: said, not raised
+                text = " ".join(str(exc).split()) or type(exc).__name__
+                host.call_from_thread(self._warn, f"Older runs: {text}")
+                return
+            said = (
+                f"{len(page)} older runs, back to {stamp(min(r.started_at for r in page))}"
+                if page
+                else "No older runs"
+            )
+            host.call_from_thread(screen.show_data)
+            host.call_from_thread(screen.notify, shown_text(said))
+
+        screen.run_worker(load, thread=True, group="older", exclusive=True, exit_on_error=False)

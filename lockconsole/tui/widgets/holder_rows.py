@@ -16,6 +16,7 @@ from typing import Literal
 from lockconsole.model.views import Holder
 from lockconsole.text.safe import shown
 from lockconsole.text.times import clock
+from lockconsole.tui.older_runs import parse_filter
 
 GroupBy = Literal["job", "session"]
 Flag = Literal["header", "held", "waiting", "stale", "unmapped"]
@@ -213,7 +214,7 @@ def layout(
         if not h.granted and h.pid is not None:
             for pid in h.blocked_by:
                 blocks[(h.database, pid)].append(h.pid)
-    needle = text_filter.strip().lower()
+    needle = parse_filter(text_filter).holder_text.strip().lower()  # history's words too
     groups: dict[tuple[str, ...], list[HolderRow]] = defaultdict(list)
     for h in holders:
         row = _holder_row(h, blocks, zone)
