@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     with Console(config, read_only=True) as console:
         if path is not None:
-            size = write_textfile(registry_for(console, duplicates=True), path)
+            size = write_textfile(registry_for(console, duplicates=True, counting=False), path)
             print(f"wrote {size} bytes of metrics to {path}", file=sys.stderr)
             return 0
         assert address is not None
