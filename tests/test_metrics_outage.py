@@ -1,0 +1,216 @@
+"""`lockconsole metrics` when a database goes away, on a real PostgreSQL and a real MariaDB
+ledger, each reached through a TCP proxy of the test's own that it cuts: the series that came
+from the cut database are absent (unknown, never 0), `lockconsole_database_up` and
+`lockconsole_job_up` say 0, the other database's series stay, and once it is back the
+counters go on from where they were. Scraped over HTTP and parsed with prometheus_client's
+own parser."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from test_metrics import Samples, parse, value
+
+from lockconsole import run_once
+from lockconsole.config.loader import load_config, parse_config
+from lockconsole.config.urls import parse_url
+from lockconsole.metrics.counters import Counters
+from lockconsole.metrics.figures import slot_statuses
+from lockconsole.model.jobs import Run
+from lockconsole.model.views import SlotReport, Snapshot
+
+from helpers import wait_for
+from tcp_proxy import SwitchableProxy
+
+PER_DATABASE = ("job_last_success_timestamp_seconds", "job_last_attempt_timestamp_seconds")
+
+
+def _proxied(url: str, default_port: int) -> tuple[SwitchableProxy, str]:
+    u = parse_url(url)
+    if not u.host or u.host.startswith("/"):
+        pytest.skip("the database is reached over a socket here; the proxy needs TCP")
+    proxy = SwitchableProxy((u.host, u.port or default_port))
+    host = f"{u.host}:{u.port or default_port}"
+    return proxy, url.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
+
+
+@pytest.fixture
+def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[SwitchableProxy, str]]]:
+    found = {"pg": _proxied(pg_url, 5432), "my": _proxied(mysql_url, 3306)}
+    for url in (found["pg"][1], found["my"][1]):
+        assert "127.0.0.1:" in url and ":5432/" not in url and ":3306/" not in url
+    yield found
+    for proxy, _ in found.values():
+        proxy.close()
+
+
+@pytest.fixture
+def exporters() -> Iterator[list[subprocess.Popen[str]]]:
+    """Exporter processes the test started, killed (by their pid) at the end."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        assert answer.status == 200
+        return parse(answer.read().decode())
+
+
+def _series_of(samples: Samples, job: str) -> set[str]:
+    return {name for name, labels in samples if ("job_name", job) in labels}
+
+
+@pytest.mark.parametrize("cut", ["pg", "my"])
+def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
+    cut: str, proxies, uid: str, write_config, cli_env, exporters
+) -> None:  # type: ignore[no-untyped-def]
+    jobs = {"pg": f"o_pg_{uid}", "my": f"o_my_{uid}"}
+    # the proxy is a plain TCP hop, not a pooler: pg-session may run through it
+    strategy = {"pg": 'strategy = "pg-session"\nallow_pooler = true', "my": 'strategy = "mysql"'}
+    lines = ['[console]\ngrace = "1s"']
+    for name, (_proxy, url) in proxies.items():
+        lines.append(f"[databases.{name}]\nurl = {json.dumps(url)}")
+    for name, job in jobs.items():
+        lines.append(f'[jobs.{job}]\ndatabase = "{name}"\n{strategy[name]}\nschedule = "0 2 * * *"')
+    path = write_config("\n".join(lines) + "\n")
+    config = load_config(str(path))
+    for job in jobs.values():  # the slot succeeds once on web-1
+        with run_once(job, config=config, instance="web-1") as first:
+            assert first.acquired
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
+        + ["--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    exporters.append(process)
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    assert line.startswith("serving metrics on http://127.0.0.1:"), line
+    url = line.split(" on ", 1)[1].strip()
+
+    first = _scrape(url)  # the rows already there are taken as counted: every counter at 0
+    for job in jobs.values():
+        assert value(first, "job_up", job_name=job) == 1
+        assert value(first, "job_slots", job_name=job, status="ok") == 1
+        for status in slot_statuses():
+            assert value(first, "slots_total", job_name=job, status=status) == 0
+        assert (
+            value(first, "attempts_total", job_name=job, outcome="succeeded", instance_name="web-1")
+            == 0
+        )
+    for job in jobs.values():  # web-2 finds the slot done: a skipped attempt, counted
+        with run_once(job, config=config, instance="web-2") as second:
+            assert not second.acquired
+    skipped = {"outcome": "skipped", "instance_name": "web-2"}
+    # a new instance's series is exported at 0 for one scrape, then counted
+    new = _scrape(url)
+    assert all(value(new, "attempts_total", job_name=j, **skipped) == 0 for j in jobs.values())
+    before = _scrape(url)
+    assert all(value(before, "attempts_total", job_name=j, **skipped) == 1 for j in jobs.values())
+
+    other = "my" if cut == "pg" else "pg"
+    proxies[cut][0].cut()
+
+    def scraped_down() -> Samples | None:
+        samples = _scrape(url)
+        return samples if value(samples, "database_up", database=cut) == 0 else None
+
+    down = wait_for(scraped_down, what=f"database_up 0 for {cut}")
+    assert value(down, "job_up", job_name=jobs[cut]) == 0
+    assert value(down, "database_holders", database=cut) is None
+    # every series that came from the cut database is gone, none is 0
+    assert _series_of(down, jobs[cut]) == {"lockconsole_job_up", "lockconsole_job_period_seconds",
+                                           "lockconsole_job_grace_seconds"}  # fmt: skip
+    # the other database is read as before
+    assert value(down, "database_up", database=other) == 1
+    assert value(down, "job_up", job_name=jobs[other]) == 1
+    kept = {k: v for k, v in before.items() if ("job_name", jobs[other]) in k[1]}
+    for (name, labels), was in kept.items():
+        if name.endswith("_total") or name.endswith("_slots"):
+            assert down[name, labels] == was, name
+    for name in PER_DATABASE:
+        assert value(down, name, job_name=jobs[other]) == value(before, name, job_name=jobs[other])
+
+    proxies[cut][0].restore()
+    wait_for(
+        lambda: value(_scrape(url), "database_up", database=cut) == 1, what=f"{cut} read again"
+    )
+    with run_once(jobs[cut], config=config, instance="web-2") as third:
+        assert not third.acquired
+    after = _scrape(url)
+    assert value(after, "job_up", job_name=jobs[cut]) == 1
+    # the counter goes on from its value before the outage: monotonic, the new attempt counted
+    assert value(after, "attempts_total", job_name=jobs[cut], **skipped) == 2
+    assert value(after, "attempts_total", job_name=jobs[other], **skipped) == 1
+    for (name, labels), was in before.items():
+        if name.endswith("_total"):
+            assert after[name, labels] >= was, (name, labels)
+
+
+# -- the counters' rules, on snapshots made for them (pure: no database involved) -------------
+
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+
+
+def _run(job: str, instance: str, outcome: str, run_id: int, slot: datetime = T0) -> Run:
+    return Run(job, slot, instance, "h", 1, "scheduled", outcome, slot, id=run_id)  # type: ignore[arg-type]
+
+
+def _report(job: str, status: str, slot: datetime = T0) -> SlotReport:
+    return SlotReport(job, slot, 1, 0, (), status)  # type: ignore[arg-type]
+
+
+def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> None:
+    config = parse_config(
+        '[databases.main]\nurl = "postgresql://u@h/d"\n[jobs.a]\nkey = 1\n[jobs.b]\nkey = 2\n'
+    )
+    counters = Counters(config)
+    now = T0 + timedelta(minutes=5)
+    baseline = Snapshot(
+        taken_at=now, runs=(_run("a", "web-1", "succeeded", 1),), slots=(_report("a", "ok"),)
+    )
+    counters.advance(baseline, {"a", "b"})
+    assert counters.slots["a", "ok"] == 0 and counters.attempts["a", "succeeded", "web-1"] == 0
+    # a second success lands in the slot (now a double run), and one attempt is still running
+    later = Snapshot(
+        taken_at=now,
+        runs=(
+            _run("a", "web-1", "succeeded", 1),
+            _run("a", "web-1", "succeeded", 2),
+            _run("a", "web-2", "acquired", 3),
+        ),
+        slots=(_report("a", "double_run"),),
+    )
+    for _ in range(3):  # seen again and again: counted once
+        counters.advance(later, {"a", "b"})
+    assert counters.slots["a", "double_run"] == 1 and counters.slots["a", "ok"] == 0
+    assert counters.attempts["a", "succeeded", "web-1"] == 1
+    assert not any(v for k, v in counters.attempts.items() if k[2] == "web-2")  # running
+    done = Snapshot(
+        taken_at=now,
+        runs=(*later.runs[:2], _run("a", "web-2", "failed", 3)),
+        slots=(_report("a", "double_run"),),
+    )
+    counters.advance(done, {"a", "b"})  # web-2 is new: its series at 0 first
+    assert counters.attempts["a", "failed", "web-2"] == 0
+    counters.advance(done, {"b"})  # a's database unread: a is not advanced, only the pending
+    assert counters.attempts["a", "failed", "web-2"] == 1
+    names = {labels[0] for f in counters.figures({"b"}) for labels, _ in f.samples}
+    assert names == {"b"}  # an unknown job's counter series are left out
+    gone = Snapshot(taken_at=now + config.console.lookback + timedelta(days=1))
+    counters.advance(gone, {"a", "b"})  # older than the lookback: forgotten, counts kept
+    assert counters.attempts["a", "failed", "web-2"] == 1
+    assert counters._runs["a"] == {} and counters._slots["a"] == {}
