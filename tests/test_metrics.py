@@ -238,6 +238,8 @@ def test_textfile_is_replaced_atomically_with_duplicate_counts(
     assert value(samples, "job_duplicate_groups", job_name=job) == 1
     assert value(samples, "job_duplicate_surplus_rows", job_name=job) == 2
     assert value(samples, "database_up", database="down") == 0
+    # one run per call: no counters (a process that starts at 0 each time would only say 0)
+    assert not [name for name, _ in samples if name.endswith("_total")]
 
 
 @pytest.mark.parametrize(
