@@ -13,6 +13,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from test_metrics import Samples, parse, value
@@ -61,6 +62,22 @@ def exporters() -> Iterator[list[subprocess.Popen[str]]]:
             process.wait()
 
 
+def _start(path: Path, env: dict[str, str], exporters: list[subprocess.Popen[str]]) -> str:
+    """Start `lockconsole metrics --listen` on any port; the URL of its /metrics."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
+        + ["--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    exporters.append(process)
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    assert line.startswith("serving metrics on http://127.0.0.1:"), line
+    return line.split(" on ", 1)[1].strip()
+
+
 def _scrape(url: str) -> Samples:
     with urllib.request.urlopen(url, timeout=60) as answer:
         assert answer.status == 200
@@ -88,18 +105,7 @@ def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
     for job in jobs.values():  # the slot succeeds once on web-1
         with run_once(job, config=config, instance="web-1") as first:
             assert first.acquired
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
-        + ["--listen", "127.0.0.1:0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env,
-    )
-    exporters.append(process)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    assert line.startswith("serving metrics on http://127.0.0.1:"), line
-    url = line.split(" on ", 1)[1].strip()
+    url = _start(path, cli_env, exporters)
 
     first = _scrape(url)  # the rows already there are taken as counted: every counter at 0
     for job in jobs.values():
@@ -214,3 +220,58 @@ def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> 
     counters.advance(gone, {"a", "b"})  # older than the lookback: forgotten, counts kept
     assert counters.attempts["a", "failed", "web-2"] == 1
     assert counters._runs["a"] == {} and counters._slots["a"] == {}
+
+
+def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_is_cut(
+    pg_url: str, proxies, uid: str, write_config, cli_env, exporters
+) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    from lockconsole.console.facade import Console
+
+    jobs = {"pg": f"a_pg_{uid}", "my": f"a_my_{uid}"}
+    lines = [f"[databases.{n}]\nurl = {json.dumps(u)}" for n, (_p, u) in proxies.items()]
+    lines += [f'[jobs.{jobs["pg"]}]\ndatabase = "pg"\nallow_pooler = true']
+    lines += [f'[jobs.{jobs["my"]}]\ndatabase = "my"\nstrategy = "mysql"']
+    path = write_config("\n".join(lines) + "\n")
+    config = load_config(str(path))
+    with Console(config) as console:  # the audit tables exist before the exporter's first read
+        console.audit()
+        console.request(jobs["my"])  # there before the exporter started: not counted
+    url = _start(path, cli_env, exporters)
+    first = _scrape(url)
+    assert value(first, "force_releases_total", database="pg") == 0
+    assert value(first, "requests_total", job_name=jobs["my"]) == 0
+
+    holder = psycopg.connect(pg_url, autocommit=True)  # a real session on the job's key
+    holder.execute("SELECT pg_advisory_lock(%s)", (config.job(jobs["pg"]).key.int64(),))
+    with Console(config) as console:
+        (held,) = wait_for(lambda: console.find_holders(job=jobs["pg"]), what="the holder")
+        assert console.release(held).status == "released"
+        console.request(jobs["my"])
+        console.request(jobs["pg"])
+    holder.close()
+    counted = _scrape(url)
+    assert value(counted, "force_releases_total", database="pg") == 1
+    assert value(counted, "force_releases_total", database="my") == 0
+    assert value(counted, "requests_total", job_name=jobs["my"]) == 1
+    assert value(counted, "requests_total", job_name=jobs["pg"]) == 1
+
+    proxies["pg"][0].cut()
+    down = wait_for(
+        lambda: (s := _scrape(url)) and value(s, "database_up", database="pg") == 0 and s,
+        what="pg down",
+    )
+    assert value(down, "force_releases_total", database="pg") is None  # unknown, not 0
+    assert value(down, "requests_total", job_name=jobs["pg"]) is None
+    assert value(down, "requests_total", job_name=jobs["my"]) == 1
+    proxies["pg"][0].restore()
+    back = wait_for(
+        lambda: (
+            (s := _scrape(url))
+            and value(s, "force_releases_total", database="pg") is not None
+            and s
+        ),
+        what="pg's audit table read again",
+    )
+    assert value(back, "force_releases_total", database="pg") == 1  # monotonic, counted once

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lockconsole.metrics.audits import AuditCounters
 from lockconsole.metrics.counters import Counters
 from lockconsole.metrics.figures import PREFIX, Figure, figures, known_jobs
 
@@ -35,6 +36,7 @@ class ConsoleCollector(Collector):
         self.console = console
         self.duplicates = duplicates  # True: scan now; None: the latest background scan
         self.counters = Counters(console.config) if counting else None
+        self.audits = AuditCounters(console.config) if counting else None
         self._lock = threading.Lock()  # one snapshot at a time, however many scrapers
 
     def describe(self) -> list[Metric]:
@@ -50,6 +52,11 @@ class ConsoleCollector(Collector):
                 known = known_jobs(snap, self.console.config)
                 self.counters.advance(snap, known)
                 shown += self.counters.figures(known)
+            if self.audits is not None:
+                self.audits.advance(
+                    self.console, snap.taken_at - self.console.config.console.lookback
+                )
+                shown += self.audits.figures()
         for figure in shown:
             yield family_of(figure)
 
