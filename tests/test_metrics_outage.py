@@ -8,6 +8,7 @@ own parser."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -32,17 +33,34 @@ from tcp_proxy import SwitchableProxy
 PER_DATABASE = ("job_last_success_timestamp_seconds", "job_last_attempt_timestamp_seconds")
 
 
-def _proxied(url: str, default_port: int) -> tuple[SwitchableProxy, str]:
+class HangingProxy(SwitchableProxy):
+    """hang(): every connection, open or new, reaches a peer that takes every byte and answers
+    nothing (a hung server, sidecar or NAT box)."""
+
+    hung = False
+
+    def hang(self) -> None:
+        self.hung = True
+        self.stall()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        if self.hung:
+            with self._lock:
+                self._frozen.add(a)
+        super()._pump(a, b)
+
+
+def _proxied(url: str, default_port: int) -> tuple[HangingProxy, str]:
     u = parse_url(url)
     if not u.host or u.host.startswith("/"):
         pytest.skip("the database is reached over a socket here; the proxy needs TCP")
-    proxy = SwitchableProxy((u.host, u.port or default_port))
+    proxy = HangingProxy((u.host, u.port or default_port))
     host = f"{u.host}:{u.port or default_port}"
     return proxy, url.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
 
 
 @pytest.fixture
-def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[SwitchableProxy, str]]]:
+def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[HangingProxy, str]]]:
     found = {"pg": _proxied(pg_url, 5432), "my": _proxied(mysql_url, 3306)}
     for url in (found["pg"][1], found["my"][1]):
         assert "127.0.0.1:" in url and ":5432/" not in url and ":3306/" not in url
@@ -275,3 +293,33 @@ def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_i
         what="pg's audit table read again",
     )
     assert value(back, "force_releases_total", database="pg") == 1  # monotonic, counted once
+
+
+def test_a_hung_mariadb_is_unknown_within_the_budget_and_hides_no_other(
+    proxies, uid: str, write_config, cli_env, exporters
+) -> None:  # type: ignore[no-untyped-def]
+    jobs = {"pg": f"h_pg_{uid}", "my": f"h_my_{uid}"}
+    lines = ['[console]\nstatement_timeout = "1s"\nconnect_timeout = "1s"']
+    lines += [f"[databases.{n}]\nurl = {json.dumps(u)}" for n, (_p, u) in proxies.items()]
+    lines += [f'[jobs.{jobs["pg"]}]\ndatabase = "pg"\nallow_pooler = true']
+    lines += [f'[jobs.{jobs["my"]}]\ndatabase = "my"\nstrategy = "mysql"']
+    path = write_config("\n".join(lines) + "\n")
+    config = load_config(str(path))
+    for job in jobs.values():
+        with run_once(job, config=config, instance="web-1") as done:
+            assert done.acquired
+    url = _start(path, cli_env, exporters)
+    before = _scrape(url)
+    assert value(before, "job_up", job_name=jobs["my"]) == 1
+    # the exporter's kept MariaDB connections now reach a peer that takes every byte and
+    # answers nothing (a hung sidecar or NAT box): the scrape gives up on them, still answers
+    proxies["my"][0].hang()
+    hung = _scrape(url)
+    assert value(hung, "database_up", database="my") == 0
+    assert value(hung, "job_up", job_name=jobs["my"]) == 0
+    assert _series_of(hung, jobs["my"]) == {"lockconsole_job_up"}  # no schedule: no period
+    assert value(hung, "job_up", job_name=jobs["pg"]) == 1  # the other is read as before
+    for name in PER_DATABASE:
+        assert value(hung, name, job_name=jobs["pg"]) == value(before, name, job_name=jobs["pg"])
+    assert value(hung, "attempts_total", job_name=jobs["pg"], outcome="succeeded",
+                 instance_name="web-1") == 0  # fmt: skip
