@@ -234,6 +234,16 @@ def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> 
     assert counters.attempts["a", "failed", "web-2"] == 1
     names = {labels[0] for f in counters.figures({"b"}) for labels, _ in f.samples}
     assert names == {"b"}  # an unknown job's counter series are left out
+    # within its grace a failed slot is not final yet: the next instance may retry it
+    fresh = T0 + timedelta(hours=1)
+    failing = Snapshot(taken_at=fresh, slots=(_report("b", "failed", fresh),))
+    counters.advance(failing, {"b"})
+    assert counters.slots["b", "failed"] == 0
+    retried = Snapshot(taken_at=fresh, slots=(_report("b", "retried", fresh),))
+    counters.advance(retried, {"b"})
+    settled = fresh + config.console.grace
+    counters.advance(Snapshot(taken_at=settled, slots=retried.slots), {"b"})
+    assert counters.slots["b", "retried"] == 1 and counters.slots["b", "failed"] == 0
     gone = Snapshot(taken_at=now + config.console.lookback + timedelta(days=1))
     counters.advance(gone, {"a", "b"})  # older than the lookback: forgotten, counts kept
     assert counters.attempts["a", "failed", "web-2"] == 1

@@ -5,8 +5,11 @@ stop telling it a day later; a counter can (`increase(...[1h]) > 0`). Each scrap
 the counters from the snapshot's rows it has not counted yet:
 
 - an attempt counts once, by its outcome, when that outcome is final (not `acquired`);
-- a slot counts once for each final status it reaches (not `running`): a slot that was `ok`
-  and became `double_run` when a second success landed counts under both.
+- a slot counts once for each final status it reaches: not `running`, and not before its
+  `[console] grace` has passed (the other instances try a slot within it, so a failure they
+  retry counts as `retried`, never as `failed` first), except `double_run`, which counts at
+  once (nothing undoes it); a slot that was `ok` and became `double_run` when a second success
+  landed counts under both.
 
 They start at 0 with the process: at the first read of a job, the rows already there are taken
 as counted (Prometheus reads a restart as a counter reset, and a reset from a count back to 0
@@ -34,7 +37,7 @@ from typing import get_args
 from lockconsole.config.loader import Config
 from lockconsole.metrics.figures import Figure, slot_statuses
 from lockconsole.model.jobs import Outcome, Run
-from lockconsole.model.views import Snapshot
+from lockconsole.model.views import SlotReport, Snapshot
 
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 RunKey = tuple[object, ...]
@@ -80,7 +83,7 @@ class Counters:
                 if not first:
                     self.attempts[key] += 1
             for report in snap.slots:
-                if report.job != job or report.status == "running":
+                if report.job != job or not self._final(report, snap.taken_at):
                     continue
                 reached = slots.setdefault(report.slot, set())
                 if report.status not in reached:
@@ -91,6 +94,12 @@ class Counters:
                 del runs[counted]
             for slot in [s for s in slots if s < since]:
                 del slots[slot]
+
+    def _final(self, report: SlotReport, now: datetime) -> bool:
+        """Whether the slot's status counts now (see the module's docstring)."""
+        if report.status == "running":
+            return False
+        return report.status == "double_run" or report.slot + self.config.console.grace <= now
 
     def figures(self, known: Iterable[str]) -> list[Figure]:
         """The counters of the known jobs (an unknown job's are left out: see the docstring)."""
