@@ -50,7 +50,7 @@ class HangingProxy(SwitchableProxy):
         super()._pump(a, b)
 
 
-def _proxied(url: str, default_port: int) -> tuple[HangingProxy, str]:
+def proxied(url: str, default_port: int) -> tuple[HangingProxy, str]:
     u = parse_url(url)
     if not u.host or u.host.startswith("/"):
         pytest.skip("the database is reached over a socket here; the proxy needs TCP")
@@ -61,7 +61,7 @@ def _proxied(url: str, default_port: int) -> tuple[HangingProxy, str]:
 
 @pytest.fixture
 def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[HangingProxy, str]]]:
-    found = {"pg": _proxied(pg_url, 5432), "my": _proxied(mysql_url, 3306)}
+    found = {"pg": proxied(pg_url, 5432), "my": proxied(mysql_url, 3306)}
     for url in (found["pg"][1], found["my"][1]):
         assert "127.0.0.1:" in url and ":5432/" not in url and ":3306/" not in url
     yield found
@@ -80,7 +80,7 @@ def exporters() -> Iterator[list[subprocess.Popen[str]]]:
             process.wait()
 
 
-def _start(path: Path, env: dict[str, str], exporters: list[subprocess.Popen[str]]) -> str:
+def start_exporter(path: Path, env: dict[str, str], exporters: list[subprocess.Popen[str]]) -> str:
     """Start `lockconsole metrics --listen` on any port; the URL of its /metrics."""
     process = subprocess.Popen(
         [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
@@ -123,7 +123,7 @@ def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
     for job in jobs.values():  # the slot succeeds once on web-1
         with run_once(job, config=config, instance="web-1") as first:
             assert first.acquired
-    url = _start(path, cli_env, exporters)
+    url = start_exporter(path, cli_env, exporters)
 
     first = _scrape(url)  # the rows already there are taken as counted: every counter at 0
     for job in jobs.values():
@@ -266,7 +266,7 @@ def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_i
     with Console(config) as console:  # the audit tables exist before the exporter's first read
         console.audit()
         console.request(jobs["my"])  # there before the exporter started: not counted
-    url = _start(path, cli_env, exporters)
+    url = start_exporter(path, cli_env, exporters)
     first = _scrape(url)
     assert value(first, "force_releases_total", database="pg") == 0
     assert value(first, "requests_total", job_name=jobs["my"]) == 0
@@ -318,7 +318,7 @@ def test_a_hung_mariadb_is_unknown_within_the_budget_and_hides_no_other(
     for job in jobs.values():
         with run_once(job, config=config, instance="web-1") as done:
             assert done.acquired
-    url = _start(path, cli_env, exporters)
+    url = start_exporter(path, cli_env, exporters)
     before = _scrape(url)
     assert value(before, "job_up", job_name=jobs["my"]) == 1
     # the exporter's kept MariaDB connections now reach a peer that takes every byte and
