@@ -29,7 +29,7 @@ two scrapes is undercounted.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 from typing import get_args
@@ -63,37 +63,50 @@ class Counters:
         self.attempts.update(self._pending)
         self._pending.clear()
         since = snap.taken_at - self.config.console.lookback
+        runs_of: dict[str, list[Run]] = defaultdict(list)
+        for run in snap.runs:
+            runs_of[run.job].append(run)
+        slots_of: dict[str, list[SlotReport]] = defaultdict(list)
+        for report in snap.slots:
+            slots_of[report.job].append(report)
         for job in sorted(known):
             first = job not in self._runs
-            runs = self._runs.setdefault(job, {})
-            slots = self._slots.setdefault(job, {})
-            for status in slot_statuses():
-                self.slots[job, status] += 0  # every status exported, 0 included
-            for run in snap.runs:
-                if run.job != job or run.outcome == "acquired" or _run_key(run) in runs:
-                    continue
-                runs[_run_key(run)] = run.started_at
-                key = (job, run.outcome, run.instance)
-                if key not in self.attempts:
-                    for outcome in OUTCOMES:  # the instance's series all start at 0
-                        self.attempts[job, outcome, run.instance] += 0
-                    if not first:
-                        self._pending[key] += 1
-                        continue
-                if not first:
-                    self.attempts[key] += 1
-            for report in snap.slots:
-                if report.job != job or not self._final(report, snap.taken_at):
-                    continue
-                reached = slots.setdefault(report.slot, set())
-                if report.status not in reached:
-                    reached.add(report.status)
-                    if not first:
-                        self.slots[job, report.status] += 1
+            self._count_runs(job, runs_of[job], first)
+            self._count_slots(job, slots_of[job], snap.taken_at, first)
+            runs, slots = self._runs[job], self._slots[job]
             for counted in [k for k, started in runs.items() if started < since]:
                 del runs[counted]
             for slot in [s for s in slots if s < since]:
                 del slots[slot]
+
+    def _count_runs(self, job: str, found: list[Run], first: bool) -> None:
+        runs = self._runs.setdefault(job, {})
+        for run in found:
+            if run.outcome == "acquired" or _run_key(run) in runs:
+                continue
+            runs[_run_key(run)] = run.started_at
+            key = (job, run.outcome, run.instance)
+            if key not in self.attempts:
+                for outcome in OUTCOMES:  # the instance's series all start at 0
+                    self.attempts[job, outcome, run.instance] += 0
+                if not first:
+                    self._pending[key] += 1
+                    continue
+            if not first:
+                self.attempts[key] += 1
+
+    def _count_slots(self, job: str, found: list[SlotReport], now: datetime, first: bool) -> None:
+        slots = self._slots.setdefault(job, {})
+        for status in slot_statuses():
+            self.slots[job, status] += 0  # every status exported, 0 included
+        for report in found:
+            if not self._final(report, now):
+                continue
+            reached = slots.setdefault(report.slot, set())
+            if report.status not in reached:
+                reached.add(report.status)
+                if not first:
+                    self.slots[job, report.status] += 1
 
     def _final(self, report: SlotReport, now: datetime) -> bool:
         """Whether the slot's status counts now (see the module's docstring)."""
