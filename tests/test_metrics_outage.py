@@ -244,6 +244,12 @@ def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> 
     settled = fresh + config.console.grace
     counters.advance(Snapshot(taken_at=settled, slots=retried.slots), {"b"})
     assert counters.slots["b", "retried"] == 1 and counters.slots["b", "failed"] == 0
+    # a job's newest attempt is in every snapshot, however old: older than the lookback, it
+    # is never counted, scrape after scrape
+    old = _run("b", "web-9", "failed", 99, T0 - config.console.lookback - timedelta(days=1))
+    for _ in range(3):
+        counters.advance(Snapshot(taken_at=settled, runs=(old,)), {"b"})
+    assert not any(v for k, v in counters.attempts.items() if k[2] == "web-9")
     gone = Snapshot(taken_at=now + config.console.lookback + timedelta(days=1))
     counters.advance(gone, {"a", "b"})  # older than the lookback: forgotten, counts kept
     assert counters.attempts["a", "failed", "web-2"] == 1

@@ -22,7 +22,8 @@ counter series are left out of the scrape rather than kept at their last value: 
 would claim that nothing happened, while a gap says "unknown", and `increase()` over a range
 still counts what happened during the outage once the rows are read again (the rows are
 counted at that next read, so the counters continue monotonic). Counted rows are forgotten
-once they are older than the lookback, so the memory stays bounded; a snapshot reads at most
+once they are older than the lookback (and rows older than it are never counted: a job's
+newest attempt is in every snapshot, however old), so the memory stays bounded; a snapshot reads at most
 `[console] history_limit` attempts per ledger, so a fleet that records more than that between
 two scrapes is undercounted.
 """
@@ -71,8 +72,9 @@ class Counters:
             slots_of[report.job].append(report)
         for job in sorted(known):
             first = job not in self._runs
-            self._count_runs(job, runs_of[job], first)
-            self._count_slots(job, slots_of[job], snap.taken_at, first)
+            self._count_runs(job, [r for r in runs_of[job] if r.started_at >= since], first)
+            fresh = [r for r in slots_of[job] if r.slot >= since]
+            self._count_slots(job, fresh, snap.taken_at, first)
             runs, slots = self._runs[job], self._slots[job]
             for counted in [k for k, started in runs.items() if started < since]:
                 del runs[counted]
