@@ -311,8 +311,9 @@ def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_i
     assert value(back, "force_releases_total", database="pg") == 1  # monotonic, counted once
 
 
-def test_a_hung_mariadb_is_unknown_within_the_budget_and_hides_no_other(
-    proxies, uid: str, write_config, cli_env, exporters
+@pytest.mark.parametrize("hung", ["my", "pg"])
+def test_a_hung_database_is_unknown_within_the_budget_and_hides_no_other(
+    hung: str, proxies, uid: str, write_config, cli_env, exporters
 ) -> None:  # type: ignore[no-untyped-def]
     jobs = {"pg": f"h_pg_{uid}", "my": f"h_my_{uid}"}
     lines = ['[console]\nstatement_timeout = "1s"\nconnect_timeout = "1s"']
@@ -326,16 +327,18 @@ def test_a_hung_mariadb_is_unknown_within_the_budget_and_hides_no_other(
             assert done.acquired
     url = start_exporter(path, cli_env, exporters)
     before = _scrape(url)
-    assert value(before, "job_up", job_name=jobs["my"]) == 1
-    # the exporter's kept MariaDB connections now reach a peer that takes every byte and
-    # answers nothing (a hung sidecar or NAT box): the scrape gives up on them, still answers
-    proxies["my"][0].hang()
-    hung = _scrape(url)
-    assert value(hung, "database_up", database="my") == 0
-    assert value(hung, "job_up", job_name=jobs["my"]) == 0
-    assert _series_of(hung, jobs["my"]) == {"lockconsole_job_up"}  # no schedule: no period
-    assert value(hung, "job_up", job_name=jobs["pg"]) == 1  # the other is read as before
+    assert value(before, "job_up", job_name=jobs[hung]) == 1
+    other = "pg" if hung == "my" else "my"
+    # every connection to the database, kept or new, now reaches a peer that takes every byte
+    # and answers nothing (a hung server, sidecar or NAT box): the scrape gives up on it
+    # within the console's budget and still answers
+    proxies[hung][0].hang()
+    seen = _scrape(url)
+    assert value(seen, "database_up", database=hung) == 0
+    assert value(seen, "job_up", job_name=jobs[hung]) == 0
+    assert _series_of(seen, jobs[hung]) == {"lockconsole_job_up"}  # no schedule: no period
+    assert value(seen, "job_up", job_name=jobs[other]) == 1  # the other is read as before
     for name in PER_DATABASE:
-        assert value(hung, name, job_name=jobs["pg"]) == value(before, name, job_name=jobs["pg"])
-    assert value(hung, "attempts_total", job_name=jobs["pg"], outcome="succeeded",
+        assert value(seen, name, job_name=jobs[other]) == value(before, name, job_name=jobs[other])
+    assert value(seen, "attempts_total", job_name=jobs[other], outcome="succeeded",
                  instance_name="web-1") == 0  # fmt: skip
