@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.threads import start_quiet
 from lockconsole.config.loader import Config
@@ -103,6 +103,22 @@ class AuditCounters:
         for key in [k for k, at in self._seen.items() if at < since]:
             del self._seen[key]
         self.unread = set(unread)
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to go on from here in another process, as JSON values."""
+        return {
+            "releases": dict(self.releases),
+            "requests": dict(self.requests),
+            "read": sorted(self._read),
+            "seen": [[home, i, at.isoformat()] for (home, i), at in self._seen.items()],
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from `state()` of an earlier process (raises on anything malformed)."""
+        self.releases.update({str(k): int(v) for k, v in state["releases"].items()})
+        self.requests.update({str(k): int(v) for k, v in state["requests"].items()})
+        self._read = {str(h) for h in state["read"]} & self.homes
+        self._seen = {(str(h), int(i)): datetime.fromisoformat(at) for h, i, at in state["seen"]}
 
     def figures(self) -> list[Figure]:
         """The counters of the databases whose audit table this scrape read."""

@@ -23,9 +23,9 @@ would claim that nothing happened, while a gap says "unknown", and `increase()` 
 still counts what happened during the outage once the rows are read again (the rows are
 counted at that next read, so the counters continue monotonic). Counted rows are forgotten
 once they are older than the lookback (and rows older than it are never counted: a job's
-newest attempt is in every snapshot, however old), so the memory stays bounded; a snapshot reads at most
-`[console] history_limit` attempts per ledger, so a fleet that records more than that between
-two scrapes is undercounted.
+newest attempt is in every snapshot, however old), so the memory stays bounded; a snapshot
+reads at most `[console] history_limit` attempts per ledger, so a fleet that records more than
+that between two scrapes is undercounted.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
-from typing import get_args
+from typing import Any, get_args
 
 from lockconsole.config.loader import Config
 from lockconsole.metrics.figures import Figure, slot_statuses
@@ -46,6 +46,15 @@ RunKey = tuple[object, ...]
 
 def _run_key(run: Run) -> RunKey:
     return (run.id,) if run.id is not None else (run.instance, run.started_at)
+
+
+def _jsonable(part: object) -> object:
+    return {"at": part.isoformat()} if isinstance(part, datetime) else part
+
+
+def _run_key_of(key: list[Any]) -> RunKey:
+    """A run key from its JSON form (see _jsonable)."""
+    return tuple(datetime.fromisoformat(p["at"]) if isinstance(p, dict) else p for p in key)
 
 
 class Counters:
@@ -109,6 +118,42 @@ class Counters:
                 reached.add(report.status)
                 if not first:
                     self.slots[job, report.status] += 1
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to go on from here in another process, as JSON values."""
+        return {
+            "attempts": [[*k, n] for k, n in sorted(self.attempts.items())],
+            "pending": [[*k, n] for k, n in sorted(self._pending.items())],
+            "slots": [[*k, n] for k, n in sorted(self.slots.items())],
+            "runs": {
+                job: [[list(map(_jsonable, key)), at.isoformat()] for key, at in runs.items()]
+                for job, runs in self._runs.items()
+            },
+            "slots_seen": {
+                job: [[slot.isoformat(), sorted(reached)] for slot, reached in seen.items()]
+                for job, seen in self._slots.items()
+            },
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from `state()` of an earlier process (raises on anything malformed)."""
+        self.attempts = Counter(
+            {(str(j), str(o), str(i)): int(n) for j, o, i, n in state["attempts"]}
+        )
+        self._pending = Counter(
+            {(str(j), str(o), str(i)): int(n) for j, o, i, n in state["pending"]}
+        )
+        self.slots = Counter({(str(j), str(st)): int(n) for j, st, n in state["slots"]})
+        self._runs = {
+            str(job): {_run_key_of(key): datetime.fromisoformat(at) for key, at in runs}
+            for job, runs in state["runs"].items()
+        }
+        self._slots = {
+            str(job): {
+                datetime.fromisoformat(slot): set(map(str, reached)) for slot, reached in seen
+            }
+            for job, seen in state["slots_seen"].items()
+        }
 
     def _final(self, report: SlotReport, now: datetime) -> bool:
         """Whether the slot's status counts now (see the module's docstring)."""

@@ -27,16 +27,14 @@ if TYPE_CHECKING:
 
 
 class ConsoleCollector(Collector):
-    """Takes one console snapshot per scrape and yields its figures: gauges, and (when
-    `counting`, for a process that serves many scrapes) the counters it keeps."""
+    """Takes one console snapshot per scrape and yields its figures: gauges, and the counters
+    it keeps (a textfile's are kept between runs by metrics/state.py)."""
 
-    def __init__(
-        self, console: ConsoleFacade, *, duplicates: bool | None, counting: bool = True
-    ) -> None:
+    def __init__(self, console: ConsoleFacade, *, duplicates: bool | None) -> None:
         self.console = console
         self.duplicates = duplicates  # True: scan now; None: the latest background scan
-        self.counters = Counters(console.config) if counting else None
-        self.audits = AuditCounters(console.config) if counting else None
+        self.counters = Counters(console.config)
+        self.audits = AuditCounters(console.config)
         self._lock = threading.Lock()  # one snapshot at a time, however many scrapers
 
     def describe(self) -> list[Metric]:
@@ -48,15 +46,11 @@ class ConsoleCollector(Collector):
             snap = self.console.snapshot(duplicates=self.duplicates)
             took = time.monotonic() - started
             shown = figures(snap, self.console.config, took)
-            if self.counters is not None:
-                known = known_jobs(snap, self.console.config)
-                self.counters.advance(snap, known)
-                shown += self.counters.figures(known)
-            if self.audits is not None:
-                self.audits.advance(
-                    self.console, snap.taken_at - self.console.config.console.lookback
-                )
-                shown += self.audits.figures()
+            known = known_jobs(snap, self.console.config)
+            self.counters.advance(snap, known)
+            shown += self.counters.figures(known)
+            self.audits.advance(self.console, snap.taken_at - self.console.config.console.lookback)
+            shown += self.audits.figures()
         for figure in shown:
             yield family_of(figure)
 
@@ -73,13 +67,14 @@ def family_of(figure: Figure) -> Metric:
     return family
 
 
-def registry_for(
-    console: ConsoleFacade, *, duplicates: bool | None, counting: bool = True
-) -> CollectorRegistry:
-    """A registry of one collector; `counting=False` (a one-shot textfile) exports no counters:
-    a process that starts at 0 each time would only ever export 0."""
+def registry_for(console: ConsoleFacade, *, duplicates: bool | None) -> CollectorRegistry:
+    return registry_of(ConsoleCollector(console, duplicates=duplicates))
+
+
+def registry_of(collector: ConsoleCollector) -> CollectorRegistry:
+    """A registry of that one collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ConsoleCollector(console, duplicates=duplicates, counting=counting))
+    registry.register(collector)
     return registry
 
 
