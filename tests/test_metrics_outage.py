@@ -1,9 +1,11 @@
 """`lockconsole metrics` when a database goes away, on a real PostgreSQL and a real MariaDB
-ledger, each reached through a TCP proxy of the test's own that it cuts: the series that came
-from the cut database are absent (unknown, never 0), `lockconsole_database_up` and
-`lockconsole_job_up` say 0, the other database's series stay, and once it is back the
-counters go on from where they were. Scraped over HTTP and parsed with prometheus_client's
-own parser."""
+ledger, each reached through a TCP proxy of the test's own that it cuts (or hangs: every
+connection to a peer that answers nothing): the series that came from that database are absent
+(unknown, never 0), `lockconsole_database_up` and `lockconsole_job_up` say 0, the other
+database's series stay, and once it is back the counters go on from where they were; the audit
+counters (force-releases, requests) likewise. Scraped over HTTP and parsed with
+prometheus_client's own parser. The counters' rules are also checked on snapshots made for
+them."""
 
 from __future__ import annotations
 
