@@ -28,6 +28,7 @@ FIGURES = (
     "lock_loss",
     "request_pickup",
     "ledger_size",
+    "metrics",
 )
 
 

@@ -1,7 +1,7 @@
 """The Prometheus alert rules in deploy/prometheus: `promtool check rules` and `promtool test
-rules` pass (each alert fires on series made for it and stays quiet on healthy ones), every
-alert has a runbook naming a lockconsole command, and every metric a rule reads is one that
-`lockconsole metrics` exports."""
+rules` pass (each alert fires on series made for it and stays quiet on healthy ones, and an
+outage of its database never resolves it), every alert has a runbook naming a lockconsole
+command, and every metric a rule reads is one that `lockconsole metrics` exports."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lockconsole.config.loader import parse_config
+from lockconsole.metrics.counters import Counters
 from lockconsole.metrics.figures import PREFIX, figures
 from lockconsole.model.views import Snapshot
 
@@ -65,10 +66,15 @@ def test_every_alert_is_unit_tested_firing_and_has_a_runbook() -> None:
     assert set(names) == {
         "LockconsoleDoubleRun",
         "LockconsoleMissedSlot",
+        "LockconsoleSlotFailed",
+        "LockconsoleLockLost",
+        "LockconsoleAbandonedAttempt",
         "LockconsoleNoRecentSuccess",
         "LockconsoleStaleHolder",
         "LockconsoleDuplicates",
         "LockconsoleDatabaseDown",
+        "LockconsoleJobUnknown",
+        "LockconsoleExporterAbsent",
     }
     cases = re.split(r"^\s+- eval_time: ", TESTS.read_text(), flags=re.M)[1:]
     firing = {re.search(r"alertname: (\w+)", c).group(1) for c in cases if "exp_labels" in c}  # type: ignore[union-attr]
@@ -81,8 +87,26 @@ def test_every_alert_is_unit_tested_firing_and_has_a_runbook() -> None:
         assert "lockconsole " in runbook, block.splitlines()[0]
 
 
+def test_every_alert_of_a_job_or_database_holds_while_it_is_unknown() -> None:
+    """Each alert but the two that say "unknown" has the branch that keeps it firing while its
+    job (or database) is not known up; the promtool cases above show it holding."""
+    blocks = re.split(r"^\s+- alert: ", RULES.read_text(), flags=re.M)[1:]
+    for block in blocks:
+        name = block.splitlines()[0].strip()
+        if name in {
+            "LockconsoleDatabaseDown",
+            "LockconsoleJobUnknown",
+            "LockconsoleExporterAbsent",
+        }:
+            continue
+        assert f'ALERTS{{alertname="{name}", alertstate="firing"}}' in block, name
+        assert "unless on(" in block and "_up == 1" in block, name
+
+
 def test_rules_read_only_exported_metrics() -> None:
     config = parse_config('[databases.main]\nurl = "postgresql://u@h/d"\n[jobs.j]\nkey = 1\n')
-    exported = {PREFIX + f.name for f in figures(Snapshot(taken_at=datetime.now(UTC)), config, 0)}
+    snap = Snapshot(taken_at=datetime.now(UTC))
+    shown = figures(snap, config, 0) + Counters(config).figures(config.jobs)
+    exported = {PREFIX + f.name + ("_total" if f.kind == "counter" else "") for f in shown}
     used = set(re.findall(r"\blockconsole_[a-z_]+", RULES.read_text()))
     assert used and used <= exported, used - exported

@@ -232,12 +232,18 @@ def test_textfile_is_replaced_atomically_with_duplicate_counts(
             old.close()
     finally:
         pg_conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
-    assert sorted(p.name for p in out.iterdir()) == ["lockconsole.prom"]  # no temporary left
+    # no temporary left; the counters' state and its lock are hidden, and not *.prom
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".lockconsole.prom.counters.json",
+        ".lockconsole.prom.counters.json.lock",
+        "lockconsole.prom",
+    ]
     assert target.stat().st_mode & 0o777 == 0o644
     samples = parse(target.read_text())
     assert value(samples, "job_duplicate_groups", job_name=job) == 1
     assert value(samples, "job_duplicate_surplus_rows", job_name=job) == 2
     assert value(samples, "database_up", database="down") == 0
+    assert value(samples, "slots_total", job_name=job, status="ok") == 0  # the first run: 0
 
 
 @pytest.mark.parametrize(
@@ -322,3 +328,43 @@ def test_period_is_the_longest_gap_between_firings(
 
     job = Job(name="j", database="main", strategy="pg-session", key=None, schedule=schedule)  # type: ignore[arg-type]
     assert period(job, datetime(2026, 12, 1, 7, 0, tzinfo=UTC)) == seconds
+
+
+def test_textfile_counters_go_on_from_the_last_run(
+    pg_url: str, uid: str, write_config, cli_env, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    job = f"m_tf_{uid}"
+    path = write_config(_config_text(pg_url, [job]))
+    config = load_config(str(path))
+    target = tmp_path / "lockconsole.prom"
+
+    def write() -> tuple[Samples, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "lockconsole", "--config", str(path), "metrics"]
+            + ["--textfile", str(target)],
+            capture_output=True,
+            text=True,
+            env=cli_env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return parse(target.read_text()), done.stderr
+
+    with run_once(job, config=config, instance="web-1") as first:
+        assert first.acquired
+    ok = {"job_name": job, "outcome": "succeeded", "instance_name": "web-1"}
+    assert value(write()[0], "attempts_total", **ok) == 0  # there before the first run: the base
+    with run_once(job, config=config, instance="web-1") as again:  # the slot is done: skipped
+        assert not again.acquired
+    skipped = {"job_name": job, "outcome": "skipped", "instance_name": "web-1"}
+    assert value(write()[0], "attempts_total", **skipped) == 1  # counted by the next run
+    assert value(write()[0], "attempts_total", **skipped) == 1  # and only once
+    state = tmp_path / ".lockconsole.prom.counters.json"
+    state.write_text("{not json")
+    samples, said = write()
+    assert said.splitlines()[0] == (
+        "metrics: .lockconsole.prom.counters.json is not a counter state this version reads "
+        "(JSONDecodeError); the counters start again at 0"
+    )
+    assert value(samples, "attempts_total", **skipped) == 0
+    assert json.loads(state.read_text())["version"] == 1  # written afresh

@@ -63,12 +63,21 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(EXTRA_MISSING) from None
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
-    from lockconsole.metrics.export import registry_for, serve, write_textfile
+    from lockconsole.metrics.export import (
+        ConsoleCollector,
+        registry_for,
+        registry_of,
+        serve,
+        write_textfile,
+    )
+    from lockconsole.metrics.state import kept
 
     config = load_config(args.config)
     with Console(config, read_only=True) as console:
         if path is not None:
-            size = write_textfile(registry_for(console, duplicates=True), path)
+            collector = ConsoleCollector(console, duplicates=True)
+            with kept(collector, path):  # the counters go on from the last run's
+                size = write_textfile(registry_of(collector), path)
             print(f"wrote {size} bytes of metrics to {path}", file=sys.stderr)
             return 0
         assert address is not None

@@ -14,22 +14,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from lockconsole.metrics.figures import PREFIX, figures
+from lockconsole.metrics.audits import AuditCounters
+from lockconsole.metrics.counters import Counters
+from lockconsole.metrics.figures import PREFIX, Figure, figures, known_jobs
 
 if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
 
 
 class ConsoleCollector(Collector):
-    """Takes one console snapshot per scrape and yields its figures as gauges."""
+    """Takes one console snapshot per scrape and yields its figures: gauges, and the counters
+    it keeps (a textfile's are kept between runs by metrics/state.py)."""
 
     def __init__(self, console: ConsoleFacade, *, duplicates: bool | None) -> None:
         self.console = console
         self.duplicates = duplicates  # True: scan now; None: the latest background scan
+        self.counters = Counters(console.config)
+        self.audits = AuditCounters(console.config)
         self._lock = threading.Lock()  # one snapshot at a time, however many scrapers
 
     def describe(self) -> list[Metric]:
@@ -40,16 +45,36 @@ class ConsoleCollector(Collector):
             started = time.monotonic()
             snap = self.console.snapshot(duplicates=self.duplicates)
             took = time.monotonic() - started
-        for figure in figures(snap, self.console.config, took):
-            family = GaugeMetricFamily(PREFIX + figure.name, figure.help, labels=figure.labels)
-            for labels, value in figure.samples:
-                family.add_metric(labels, value)
-            yield family
+            shown = figures(snap, self.console.config, took)
+            known = known_jobs(snap, self.console.config)
+            self.counters.advance(snap, known)
+            shown += self.counters.figures(known)
+            self.audits.advance(self.console, snap.taken_at - self.console.config.console.lookback)
+            shown += self.audits.figures()
+        for figure in shown:
+            yield family_of(figure)
+
+
+def family_of(figure: Figure) -> Metric:
+    """A figure as a gauge or a counter family (prometheus_client adds a counter's _total)."""
+    family: GaugeMetricFamily | CounterMetricFamily
+    if figure.kind == "counter":
+        family = CounterMetricFamily(PREFIX + figure.name, figure.help, labels=figure.labels)
+    else:
+        family = GaugeMetricFamily(PREFIX + figure.name, figure.help, labels=figure.labels)
+    for labels, value in figure.samples:
+        family.add_metric(labels, value)
+    return family
 
 
 def registry_for(console: ConsoleFacade, *, duplicates: bool | None) -> CollectorRegistry:
+    return registry_of(ConsoleCollector(console, duplicates=duplicates))
+
+
+def registry_of(collector: ConsoleCollector) -> CollectorRegistry:
+    """A registry of that one collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ConsoleCollector(console, duplicates=duplicates))
+    registry.register(collector)
     return registry
 
 

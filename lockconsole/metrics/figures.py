@@ -5,6 +5,10 @@ Every figure comes from the Snapshot the console itself shows (the ledger's runs
 so a graph and the console never disagree. Labels stay bounded: job_name, database, outcome,
 instance_name, status; never a pid, a lock key or a run id. (Not `job` and `instance`: Prometheus
 gives every scraped series those two labels for the target, and would rename ours.)
+
+A database this scrape could not read is unknown, never zero: the figures that come from it
+(a job's attempts, slots, last success, ... when its ledger or its lock's database failed; a
+database's holders) are left out, and `database_up` 0 and `job_up` 0 say why.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import get_args, get_type_hints
+from typing import Literal, get_args, get_type_hints
 
 from lockconsole.config.loader import Config
 from lockconsole.console.reports import clock_offsets, firings
@@ -37,6 +41,7 @@ class Figure:
     help: str
     labels: tuple[str, ...]
     samples: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
+    kind: Literal["gauge", "counter"] = "gauge"  # a counter's name ends in _total
 
     def add(self, labels: tuple[str, ...], value: float) -> None:
         self.samples.append((labels, value))
@@ -50,16 +55,40 @@ def period(job: Job, now: datetime) -> float | None:
     return max((a - b).total_seconds() for a, b in zip(fires, fires[1:], strict=False))
 
 
+def known_jobs(snap: Snapshot, config: Config) -> set[str]:
+    """The jobs this snapshot knows: their ledger and their lock's database were both read (with
+    the lock's database unread, an attempt still marked acquired cannot be told alive)."""
+    errors = {name for name, _ in snap.errors}
+    return {
+        name
+        for name, job in config.jobs.items()
+        if config.ledger_for(job).name not in errors and job.database not in errors
+    }
+
+
 def figures(snap: Snapshot, config: Config, scrape_seconds: float) -> list[Figure]:
     """The metrics of one snapshot (see the module's docstring for where each comes from)."""
-    return [*_job_figures(snap, config), *_database_figures(snap, config, scrape_seconds)]
+    known = known_jobs(snap, config)
+    return [
+        *_job_figures(snap, config, known),
+        *_slot_figures(snap, config, known),
+        *_database_figures(snap, config, scrape_seconds),
+    ]
 
 
-def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
+def _job_figures(snap: Snapshot, config: Config, known: set[str]) -> Iterable[Figure]:
     lookback = config.console.lookback
     since = snap.taken_at - lookback
     jobs = sorted(config.jobs)
-    runs = [r for r in snap.runs if r.started_at >= since and r.job in config.jobs]
+    runs = [r for r in snap.runs if r.started_at >= since and r.job in known]
+    up = Figure(
+        "job_up",
+        "1 when this scrape read the job's ledger and its lock's database; 0: its figures are "
+        "unknown and left out",
+        ("job_name",),
+    )
+    for job in jobs:
+        up.add((job,), 1 if job in known else 0)
 
     success = Figure(
         "job_last_success_timestamp_seconds",
@@ -95,18 +124,6 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
     ):
         attempts.add((job, outcome, instance), count)
 
-    slots = Figure(
-        "job_slots",
-        "Slots within the lookback, by status (every status, 0 included)",
-        ("job_name", "status"),
-    )
-    by_status = Counter[tuple[str, str]](
-        (s.job, s.status) for s in snap.slots if s.job in config.jobs
-    )
-    for job in jobs:
-        for status in slot_statuses():
-            slots.add((job, status), by_status.get((job, status), 0))
-
     groups = Figure(
         "job_duplicate_groups",
         "Keys held by more than one row of the idempotency table",
@@ -118,6 +135,8 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
         ("job_name",),
     )
     for job, group_count, surplus_rows in snap.duplicates:
+        if job not in known:
+            continue  # counts of a table on a database this scrape could not read
         groups.add((job,), group_count)
         surplus.add((job,), surplus_rows)
 
@@ -136,7 +155,49 @@ def _job_figures(snap: Snapshot, config: Config) -> Iterable[Figure]:
             grace.add((name,), config.console.grace.total_seconds())
     window = Figure("lookback_seconds", "How far back attempts and slots are counted", ())
     window.add((), lookback.total_seconds())
-    return [success, attempt, attempts, slots, groups, surplus, periods, grace, window]
+    return [up, success, attempt, attempts, groups, surplus, periods, grace, window]
+
+
+def _slot_figures(snap: Snapshot, config: Config, known: set[str]) -> Iterable[Figure]:
+    slots = Figure(
+        "job_slots",
+        "Slots within the lookback, by status (every status, 0 included)",
+        ("job_name", "status"),
+    )
+    newest = Figure(
+        "job_last_slot_timestamp_seconds",
+        "The newest slot within the lookback with this status, Unix time (alerts name it)",
+        ("job_name", "status"),
+    )
+    abandoned = Figure(
+        "job_abandoned_attempts",
+        "Attempts still marked acquired whose lock was found free",
+        ("job_name",),
+    )
+    by_status = Counter[tuple[str, str]]((s.job, s.status) for s in snap.slots if s.job in known)
+    latest: dict[tuple[str, str], datetime] = {}
+    for s in snap.slots:
+        if s.job in known and ((s.job, s.status) not in latest or s.slot > latest[s.job, s.status]):
+            latest[s.job, s.status] = s.slot
+    abandoned_slot = Figure(
+        "job_abandoned_slot_timestamp_seconds",
+        "The newest slot with an abandoned attempt, Unix time (the alert names it)",
+        ("job_name",),
+    )
+    left = Counter(a.job for a in snap.alerts if a.kind == "abandoned")
+    left_slot: dict[str, datetime] = {}
+    for a in snap.alerts:
+        if a.kind == "abandoned" and a.job and a.slot:
+            left_slot[a.job] = max(a.slot, left_slot.get(a.job, a.slot))
+    for job in sorted(known):
+        for status in slot_statuses():
+            slots.add((job, status), by_status.get((job, status), 0))
+            if (job, status) in latest:
+                newest.add((job, status), latest[job, status].timestamp())
+        abandoned.add((job,), left.get(job, 0))
+        if job in left_slot:
+            abandoned_slot.add((job,), left_slot[job].timestamp())
+    return [slots, newest, abandoned, abandoned_slot]
 
 
 def _database_figures(snap: Snapshot, config: Config, scrape_seconds: float) -> Iterable[Figure]:
