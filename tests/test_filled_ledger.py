@@ -204,6 +204,24 @@ def _sql_slots(f: Filled, since: datetime) -> Counter[str]:
     return found
 
 
+def _sql_attempts(f: Filled, job: str, since: datetime) -> dict[tuple[str, str], int]:
+    """(outcome, instance) -> attempts of `job` with a slot at or after `since` (plain SQL)."""
+    query = (
+        "select outcome, instance, count(*) from lockconsole_runs where job = %s and slot >= %s "
+        "group by outcome, instance"
+    )
+    if f.url.startswith("postgresql"):
+        with psycopg.connect(f.url) as conn:
+            rows = conn.execute(query, (job, since)).fetchall()
+    else:
+        conn = mysql_connect(f.url)
+        with conn.cursor() as cur:
+            cur.execute(query, (job, since.replace(tzinfo=None)))
+            rows = cur.fetchall()
+        conn.close()
+    return {(outcome, instance): int(n) for outcome, instance, n in rows}
+
+
 def _expected_alerts(both: tuple[Filled, Filled]) -> set[tuple[str, str, datetime]]:
     expected = set()
     for f in both:
@@ -260,6 +278,13 @@ def test_every_slot_of_two_filled_ledgers_is_judged_and_agrees_with_sql(
         assert ok == _sql_slots(f, since)[f"{f.prefix}m01"] - sum(
             1 for (job, _), status in statuses.items() if job == f"{f.prefix}m01" and status != "ok"
         )
+
+    # the metrics count every attempt of the lookback, as plain SQL does
+    attempt_figure = next(fig for fig in figures(snap, config, 0.0) if fig.name == "job_attempts")
+    counted = {labels: value for labels, value in attempt_figure.samples}
+    for f in filled:
+        job = f"{f.prefix}m04"
+        assert {k[1:]: v for k, v in counted.items() if k[0] == job} == _sql_attempts(f, job, since)
 
     # check and check --json say the same, through the real CLI
     env = dict(cli_env)

@@ -120,3 +120,86 @@ def test_error_never_echoes_a_password() -> None:
     with pytest.raises(ValueError) as info:
         parse_url("postgresql://u:pa/ss@host/db")
     assert "pa" not in str(info.value).replace("password", "").replace("passwords", "")
+
+
+# -- libpq conninfo strings ---------------------------------------------------------------
+
+
+def test_a_libpq_conninfo_string_is_a_postgresql_url() -> None:
+    url = parse_url("host=db1.internal port=6432 dbname=app user=lockconsole password='s3 cr=t'")
+    assert (url.dialect, url.host, url.port, url.database, url.user) == (
+        "postgresql",
+        "db1.internal",
+        6432,
+        "app",
+        "lockconsole",
+    )
+    assert url.password == "s3 cr=t" and "s3 cr=t" not in url.masked and "***" in url.masked
+
+
+def test_a_conninfo_socket_directory_or_host_list_stays_a_parameter() -> None:
+    sock = parse_url("host=/var/run/postgresql dbname='my db'")
+    assert sock.host is None and sock.database == "my db"
+    assert ("host", "/var/run/postgresql") in sock.query
+    many = parse_url("host=a,b port=5432,5433 dbname=x target_session_attrs=read-write")
+    assert dict(many.query) == {
+        "host": "a,b",
+        "port": "5432,5433",
+        "target_session_attrs": "read-write",
+    }
+
+
+def test_a_bad_conninfo_string_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_url("host=db1 password hunter2")
+    assert "conninfo" in str(refused.value) and "hunter2" not in str(refused.value)
+    with pytest.raises(ValueError, match="conninfo"):
+        parse_url("nosuchoption=1")
+
+
+def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, cli_env):  # type: ignore[no-untyped-def]
+    """The whole run path (lock, ledger, outcome) over a conninfo string, and `locks` sees it."""
+    import json
+    import subprocess
+    import sys
+    import uuid
+
+    from lockconsole.config.urls import parse_url as parse
+
+    real = parse(pg_url)
+    conninfo = f"host={real.host} port={real.port or 5432} dbname={real.database} user={real.user}"
+    job = f"conninfo_{uuid.uuid4().hex[:8]}"
+    config = write_config(
+        f"[databases.main]\nurl = {json.dumps(conninfo)}\n"
+        f'[jobs.{job}]\nstrategy = "pg-session"\ncommand = ["true"]\n'
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", job,
+         "--instance", "web-1"],
+        capture_output=True, text=True, env=cli_env, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    history = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "history", "--job", job,
+         "--json"],
+        capture_output=True, text=True, env=cli_env, timeout=60,
+    )  # fmt: skip
+    assert history.returncode == 0, history.stderr
+    runs = json.loads(history.stdout)["runs"]
+    assert [r["outcome"] for r in runs] == ["succeeded"]
+
+
+def test_a_bad_conninfo_in_the_config_is_one_line_and_exit_2(write_config, cli_env):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    config = write_config(
+        '[databases.main]\nurl = "host=db1 password hunter2"\n'
+        '[jobs.j]\nstrategy = "pg-session"\ncommand = ["true"]\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", "j"],
+        capture_output=True, text=True, env=cli_env, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "conninfo" in out.stderr and "hunter2" not in out.stderr + out.stdout

@@ -109,8 +109,14 @@ def parse_url(raw: str) -> DatabaseURL:
     if not isinstance(raw, str) or not raw.strip():
         raise ValueError("a database URL must be a non-empty string")
     scheme, sep, _ = raw.partition("://")
+    if not sep and "=" in raw:  # a libpq conninfo string: host=db1 dbname=app user=lc
+        raw = conninfo_url(raw)
+        scheme, sep, _ = raw.partition("://")
     if not sep:
-        raise ValueError("not a URL (expected postgresql://, mysql:// or sqlite:///)")
+        raise ValueError(
+            "not a URL (expected postgresql://, mysql://, sqlite:/// or a libpq conninfo "
+            "such as 'host=db1 dbname=app')"
+        )
     dialect = _SCHEMES.get(scheme.lower())
     if dialect is None:
         raise ValueError(
@@ -163,6 +169,42 @@ def parse_url(raw: str) -> DatabaseURL:
         database=database,
         query=query,
     )
+
+
+def conninfo_url(conninfo: str) -> str:
+    """The postgresql:// URL of a libpq `key=value` conninfo string, parsed by psycopg's own
+    conninfo module (quoting and escapes as libpq has them); ValueError says why not. A host
+    that is not one plain name (a socket directory, a list of hosts) stays a parameter."""
+    from urllib.parse import quote, urlencode
+
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # pragma: no cover - psycopg is a core dependency
+        raise ValueError("a libpq conninfo string needs psycopg") from None
+    try:
+        found = {k: str(v) for k, v in conninfo_to_dict(conninfo).items() if v is not None}
+    except Exception:  # psycopg's text can quote a word of the string, a password perhaps
+        raise ValueError(
+            "not a libpq conninfo string (expected key=value pairs such as "
+            "'host=db1 port=5432 dbname=app user=lockconsole')"
+        ) from None
+    remember_secret(found.get("password"))
+    user, password = found.pop("user", None), found.pop("password", None)
+    host, port = found.get("host", ""), found.get("port", "")
+    plain = bool(host) and all(c.isalnum() or c in ".-_" for c in host)
+    plain = plain and (port.isdigit() or not port)
+    netloc = ""
+    if user is not None:
+        netloc = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+    elif password:
+        found["password"] = password
+    if plain:
+        found.pop("host")
+        found.pop("port", None)
+        netloc += host + (f":{port}" if port else "")
+    dbname = quote(found.pop("dbname", ""), safe="")
+    query = urlencode(sorted(found.items()))
+    return f"postgresql://{netloc}/{dbname}" + (f"?{query}" if query else "")
 
 
 def mask(raw: str) -> str:

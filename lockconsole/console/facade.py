@@ -153,6 +153,7 @@ class Console:
                 for job, summary in sorted(dup_counts.items())
             ),
             read_seconds=tuple(sorted(reads.seconds.items())),
+            attempts=tuple((*k, n) for k, n in sorted(seen.attempts.items())),
         )
         self.last = snapshot
         return snapshot

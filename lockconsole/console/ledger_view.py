@@ -40,6 +40,8 @@ class LedgerView:
     first_seen: dict[str, datetime] = field(default_factory=dict)  # job -> its first slot
     newest: dict[str, Run] = field(default_factory=dict)  # job -> its newest attempt
     last_success: dict[str, Run] = field(default_factory=dict)  # job -> newest success
+    attempts: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (job, outcome,
+    # instance) -> attempts in the lookback
 
 
 def merged(views: Iterable[LedgerView]) -> LedgerView:
@@ -59,6 +61,7 @@ def merged(views: Iterable[LedgerView]) -> LedgerView:
         first_seen={job: at for v in views for job, at in v.first_seen.items()},
         newest={job: r for v in views for job, r in v.newest.items()},
         last_success={job: r for v in views for job, r in v.last_success.items()},
+        attempts={k: n for v in views for k, n in v.attempts.items()},
     )
 
 
@@ -70,6 +73,8 @@ def read_view(ledger: Ledger, jobs: list[str], *, since: datetime, limit: int) -
     dialect = ledger.dialect
     rows = ledger.rows(lambda _have: reads.slot_tallies(jobs, since, dialect))
     view.tallies = _tallies(ledger, rows, dialect)
+    counted = ledger.rows(lambda _have: reads.attempt_counts(jobs, since, dialect))
+    view.attempts = {(r["job"], r["outcome"], r["instance"]): int(r["attempts"]) for r in counted}
     newest = ledger.rows(lambda have: reads.newest_of_each(have, jobs))
     view.newest = {row["job"]: Run(**row) for row in newest}
     done = ledger.rows(lambda have: reads.newest_of_each(have, jobs, "succeeded"))

@@ -109,6 +109,14 @@ def _job_figures(snap: Snapshot, config: Config, known: set[str]) -> Iterable[Fi
                 last_success[run.job] = done
         if run.job not in last_attempt or run.started_at > last_attempt[run.job]:
             last_attempt[run.job] = run.started_at
+    for status in snap.jobs:  # each job's newest, read by index: not only the history's page
+        name, done_run, last_run = status.job.name, status.last_success, status.last_run
+        if name not in known:
+            continue
+        if done_run is not None and (done := done_run.finished_at or done_run.started_at) >= since:
+            last_success[name] = max(done, last_success.get(name, done))
+        if last_run is not None and (started := last_run.started_at) >= since:
+            last_attempt[name] = max(started, last_attempt.get(name, started))
     for job, at in sorted(last_success.items()):
         success.add((job,), at.timestamp())
     for job, at in sorted(last_attempt.items()):
@@ -119,10 +127,13 @@ def _job_figures(snap: Snapshot, config: Config, known: set[str]) -> Iterable[Fi
         "Attempts within the lookback, by outcome and instance",
         ("job_name", "outcome", "instance_name"),
     )
-    for (job, outcome, instance), count in sorted(
-        Counter((r.job, r.outcome, r.instance) for r in runs).items()
-    ):
-        attempts.add((job, outcome, instance), count)
+    # the ledger's own count over the lookback; a snapshot without one: its page of runs
+    counted = {(j, o, i): n for j, o, i, n in snap.attempts} or Counter(
+        (r.job, r.outcome, r.instance) for r in runs
+    )
+    for (job, outcome, instance), count in sorted(counted.items()):
+        if job in known:
+            attempts.add((job, outcome, instance), count)
 
     groups = Figure(
         "job_duplicate_groups",

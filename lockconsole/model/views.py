@@ -133,3 +133,4 @@ class Snapshot:
     notes: tuple[tuple[str, str], ...] = ()  # (database, what privileges or setup hide)
     duplicates: tuple[tuple[str, int, int], ...] = ()  # (job, duplicate groups, surplus rows)
     read_seconds: tuple[tuple[str, float], ...] = ()  # (database, how long its reads took)
+    attempts: tuple[tuple[str, str, str, int], ...] = ()  # (job, outcome, instance, count)

@@ -157,3 +157,16 @@ def first_slots(jobs: list[str]) -> Any:
             for i, job in enumerate(jobs)
         )
     )
+
+
+def attempt_counts(jobs: list[str], since: datetime, dialect: str) -> Any:
+    """Attempts of `jobs` with a slot at or after `since`, counted per (job, outcome,
+    instance) on the (job, slot) index."""
+    from sqlalchemy import func, select
+
+    _, table = schema()
+    to_db(since, dialect)
+    c = table.c
+    query = select(c.job, c.outcome, c.instance, func.count().label("attempts"))
+    query = query.where(c.job.in_(jobs), c.slot >= since)
+    return query.group_by(c.job, c.outcome, c.instance)
