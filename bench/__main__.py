@@ -24,6 +24,7 @@ FIGURES = (
     "snapshot",
     "duplicates",
     "console",
+    "console_fleet",
     "ledger",
     "lock_loss",
     "request_pickup",

@@ -51,6 +51,12 @@ def _shown_cached(text: str, _version: int) -> str:
     return printable(redact(text))
 
 
+@lru_cache(maxsize=65536)  # a table's cells come back with every refresh, mostly unchanged
+def _looked_at(plain: str, _version: int) -> tuple[str, bool]:
+    """(`plain` with its passwords masked, whether it holds a character to escape)."""
+    return redact(plain), has_unsafe(plain)
+
+
 def fit(text: str, width: int) -> str:
     """`text` cut to at most `width` terminal cells (wide characters count two), with '…'."""
     from rich.cells import cell_len, set_cell_size
@@ -87,10 +93,17 @@ def clean(text: Text | str, *, limit: int | None = None) -> Text:
     if isinstance(text, str):
         return data_text(text, limit=limit)
     plain = text.plain
-    masked = redact(plain)
+    masked, unsafe = (
+        _looked_at(plain, secrets_version())
+        if len(plain) <= 512
+        else (
+            redact(plain),
+            has_unsafe(plain),
+        )
+    )
     if masked != plain:  # a password inside: masked over the whole text, its spans let go
         out = Text(printable(masked), style=text.style, no_wrap=text.no_wrap, end=text.end)
-    elif not has_unsafe(plain):
+    elif not unsafe:
         out = text.copy()
     else:
         cuts = sorted({0, len(plain), *(s.start for s in text.spans), *(s.end for s in text.spans)})

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
+from typing import Any
 
 from rich.text import Text
 
@@ -88,7 +89,57 @@ def job_rows(
     *,
     zone: tzinfo | None = None,
     stale: Staleness | None = None,
+    text_filter: str = "",
 ) -> list[tuple[str, list[str | Text]]]:
+    """A row per job (the filter's job: word, or its free text anywhere in the row, keeps)."""
+    newest, runs_of = _per_snapshot(snapshot)
+    wanted = parse_filter(text_filter)
+    needle = wanted.text.strip().lower()
+    rows = [
+        (
+            s.job.name,
+            _job_cells(s, newest.get(s.job.name), runs_of, now, zone, stale or Staleness()),
+        )
+        for s in snapshot.jobs
+        if wanted.job in (None, s.job.name)
+    ]
+    if needle:
+        rows = [(k, c) for k, c in rows if any(needle in str(cell).lower() for cell in c)]
+    return rows
+
+
+UNRUN = ("missed", "paused")  # slots that get a row of their own without a run
+_memo: list[tuple[Snapshot, Any]] = []  # the last snapshot's newest reports and runs by slot
+_judged_memo: list[tuple[Snapshot, Any]] = []  # the last snapshot's reports by slot
+
+
+def prepared(snapshot: Snapshot) -> Snapshot:
+    """`snapshot`, with the indexes the panes build of it made now (in the refresh worker)."""
+    _judged(snapshot)
+    _per_snapshot(snapshot)
+    return snapshot
+
+
+def _judged(
+    snapshot: Snapshot,
+) -> tuple[dict[tuple[str, datetime], SlotReport], dict[tuple[str, datetime], SlotReport]]:
+    """The snapshot's reports by (job, slot), and those of slots no instance ran: once per
+    snapshot, not per repaint."""
+    if _judged_memo and _judged_memo[0][0] is snapshot:
+        return _judged_memo[0][1]
+    every = {(r.job, r.slot): r for r in snapshot.slots}
+    unrun = {k: r for k, r in every.items() if r.acquired == 0 and r.status in UNRUN}
+    _judged_memo[:] = [(snapshot, (every, unrun))]
+    return every, unrun
+
+
+def _per_snapshot(
+    snapshot: Snapshot,
+) -> tuple[dict[str, SlotReport], dict[tuple[str, datetime], list[Run]]]:
+    """Each job's newest slot report and the runs by slot: once per snapshot, not per second
+    (a long lookback is tens of thousands of reports)."""
+    if _memo and _memo[0][0] is snapshot:
+        return _memo[0][1]
     newest: dict[str, SlotReport] = {}
     for report in snapshot.slots:
         if report.job not in newest or report.slot > newest[report.job].slot:
@@ -96,13 +147,8 @@ def job_rows(
     runs_of: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
     for run in snapshot.runs:
         runs_of[(run.job, run.slot)].append(run)
-    return [
-        (
-            s.job.name,
-            _job_cells(s, newest.get(s.job.name), runs_of, now, zone, stale or Staleness()),
-        )
-        for s in snapshot.jobs
-    ]
+    _memo[:] = [(snapshot, (newest, runs_of))]
+    return newest, runs_of
 
 
 def _last(
@@ -217,15 +263,10 @@ def history_rows(
         seen.add(key)
         keys[id(run)] = key
         by_slot[(run.job, run.slot)].append(run)
-    every = {(r.job, r.slot): r for r in snapshot.slots}  # the whole lookback, judged
+    every, unrun = _judged(snapshot)  # the whole lookback, judged
     reports = {k: every[k] for k in by_slot if k in every}
     # a slot without a run shown gets a row when no instance ran it (its runs may be older)
-    reports |= {
-        (r.job, r.slot): r
-        for r in snapshot.slots
-        if r.acquired == 0 and r.status in ("missed", "paused") and (r.job, r.slot) not in reports
-        and wanted.keeps_missed(r.job)
-    }  # fmt: skip
+    reports |= {k: r for k, r in unrun.items() if k not in reports and wanted.keeps_missed(r.job)}
     slots = sorted(set(by_slot) | set(reports), key=lambda js: (js[1], js[0]), reverse=True)
     needle = wanted.text.strip().lower()
     rows: list[Row] = []

@@ -87,7 +87,10 @@ class DashboardScreen(Screen[None]):
             yield PaneTable(JOB_COLUMNS, fixed=1, id="jobs")
             yield HoldersView(id="holders", clock=self.host.clock)
             yield PaneTable(HISTORY_COLUMNS, fixed=2, id="history")
-        yield Input(id="filter", placeholder="filter holders and history (Enter keeps, Esc clears)")
+        yield Input(
+            id="filter",
+            placeholder="filter: text, job: instance: outcome: (Enter keeps, Esc clears)",
+        )
         yield RichLog(id="log", max_lines=2000, wrap=True, markup=False, highlight=False)
         yield Footer(compact=True)
 
@@ -201,7 +204,7 @@ class DashboardScreen(Screen[None]):
         )
         now = host.clock()
         jobs = self.query_one("#jobs", PaneTable)
-        rows = job_rows(snap, now, zone=host.zone, stale=stale)
+        rows = job_rows(snap, now, zone=host.zone, stale=stale, text_filter=host.text_filter)
         sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by, _today(now, host.zone))))
         _title(jobs, "1 Jobs" + sort_note(jobs.sorted_by))
         second = int(now.timestamp())

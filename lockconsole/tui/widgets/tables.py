@@ -33,6 +33,7 @@ from lockconsole.tui.widgets.sort_keys import Key, cell_key
 Cell = str | Text
 CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
 Rows = Sequence[tuple[str, Sequence[Cell]]]
+REBUILD_ABOVE = 16  # changed rows updated cell by cell; more: the table is rebuilt
 SortBy = tuple[int, bool] | None  # (column index, descending), or the natural order
 Column = TypeVar("Column")
 
@@ -150,14 +151,29 @@ def _same(a: object, b: object) -> bool:
 def sync_table(table: DataTable, rows: Rows, *, follow_first: bool = False) -> int:
     """Bring `table` in line with `rows`; returns how many cells (or rows) changed.
 
-    Every cell is shown as data: never parsed as markup, control characters escaped."""
-    rows = [(key, [safe_cell(c) for c in cells]) for key, cells in rows]
+    Every cell is shown as data: never parsed as markup, control characters escaped. A row
+    whose cells are what they were at the last sync is neither cleaned nor compared again."""
+    before: dict[str, tuple[list[Cell], list[Text]]] = getattr(table, "_lockconsole_rows", {})
+    kept: dict[str, tuple[list[Cell], list[Text]]] = {}
+    same: set[str] = set()
+    for key, raw in rows:
+        seen = before.get(key)
+        if seen is not None and seen[0] == raw:
+            kept[key] = seen
+            same.add(key)
+        else:
+            kept[key] = (list(raw), [safe_cell(c) for c in raw])
+    table._lockconsole_rows = kept  # type: ignore[attr-defined]
+    rows = [(key, kept[key][1]) for key, _ in rows]
     current = [key.value for key in table.rows]
     wanted = [key for key, _ in rows]
-    if current == wanted:
+    # each update_cell measures its column again: past a few rows, one rebuild is cheaper
+    if current == wanted and len(rows) - len(same) <= REBUILD_ABOVE:
         changed = 0
         columns = list(table.columns)
         for key, cells in rows:
+            if key in same:
+                continue
             old = table.get_row(key)
             for column, before, after in zip(columns, old, cells, strict=False):
                 if not _same(before, after):
