@@ -200,6 +200,9 @@ def test_piped_listings_are_plain_columns_within_columns(world: World) -> None:
         assert not too_long, (words, columns, too_long)
         assert not raw_controls(got.stdout + got.stderr), (words, raw_controls(got.stdout))
         assert lines[0].split()[0].isupper(), (words, lines[0])  # the header comes first
+        if words[0] in ("locks", "dupes"):  # what is not a row goes to stderr
+            said = "read from" if words[0] == "locks" else "duplicate groups"
+            assert said in got.stderr and said not in got.stdout, (words, got.stderr)
     by_call = dict(zip(calls, done, strict=True))
     for words in world.listings().values():
         if words[0] == "dupes":  # its three columns are all there is
@@ -310,3 +313,38 @@ def test_every_listing_command_takes_output_and_no_headers() -> None:
         assert (args.output, args.no_headers) == ("tsv", True)
         with pytest.raises(UsageError):
             parser.parse_args([*words, "-o", "yaml"])
+
+
+def test_tsv_cells_read_back_exactly_and_hold_no_control_character() -> None:
+    from lockconsole.text.safe import tsv_cell
+
+    for _, text, _ in corpus():
+        cell = tsv_cell(text)
+        assert "\t" not in cell and "\n" not in cell and not raw_controls(cell), cell[:80]
+        assert untsv(cell) == text
+    assert tsv_cell("a\\x1b") == "a\\\\x1b"  # a backslash in the data is not an escape
+
+
+def test_layout_cuts_free_text_only_and_leaves_columns_out_first() -> None:
+    from lockconsole.cli.columns import Column, layout
+
+    columns = (
+        Column("ID"),
+        Column("NAME", cut=True),
+        Column("TOOK"),
+        Column("NOTE", cut=True, rank=1),
+        Column("HOST", cut=True, rank=2),
+    )
+    table = [
+        ["ID", "NAME", "TOOK", "NOTE", "HOST"],
+        ["main:1", "x" * 40, "10ms", "y" * 30, "web-1"],
+    ]
+    assert layout(columns, table, 200, 3) == [(0, 6), (1, 40), (2, 4), (3, 30), (4, 5)]
+    # narrower: the free text gives way, the widest first, the id and the duration never do
+    at_80 = dict(layout(columns, table, 80, 3))
+    assert (at_80[0], at_80[2]) == (6, 4) and sum(at_80.values()) + 3 * 4 <= 80
+    # narrower still: HOST (the highest rank) is left out, then NOTE, before a value is cut
+    assert [i for i, _ in layout(columns, table, 40, 3)] == [0, 1, 2, 3]
+    assert layout(columns, table, 24, 3) == [(0, 6), (1, 8), (2, 4)]
+    # what is left means something: wider than asked rather than cut
+    assert layout(columns, table, 10, 3) == [(0, 6), (1, 8), (2, 4)]
