@@ -243,8 +243,7 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
     key = ", ".join(spec.key)
     counts = f"{summary.groups} duplicate groups, {summary.surplus_rows} surplus rows"
     say(f"{spec.table} ({key}): {counts}", tsv=tsv)
-    if page.groups or tsv:
-        show(listings.duplicate_groups(spec, page), fmt, no_headers=args.no_headers)
+    show(listings.duplicate_groups(spec, page), fmt, no_headers=args.no_headers)
     if page.has_more:
         say("more: --page N+1", tsv=tsv)
     say_lines(f"fix: {ddl}", tsv=tsv)
