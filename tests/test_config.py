@@ -303,6 +303,7 @@ def test_env_interpolation_and_password_masking(write_config, cli_env: dict[str,
             assert "s3cr3t" not in out
         assert "***" in result.stdout
     data = json.loads(lockconsole(cli_env, "--config", str(path), "config", "--json").stdout)
+    assert data["schema"] == 1  # every --json document names its version
     assert data["databases"]["main"].startswith("postgresql://billing:***@db.internal/billing")
     assert data["jobs"]["j"]["key"] == str(keys.name_to_int64("j"))
 

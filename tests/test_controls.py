@@ -201,6 +201,7 @@ def test_a_pause_with_until_ends_by_itself(
         config, "pause", job, "--note", "deploy window", "--until", "3s", "--json", env=cli_env
     )
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema"] == 1
     until = datetime.fromisoformat(json.loads(done.stdout)["paused"]["until"])
     cfg = load_config(str(config))
 

@@ -62,7 +62,7 @@ def output_json(config: Path, run_id: int, env: dict[str, str]) -> dict[str, obj
     done = cli(config, "output", str(run_id), "--json", env=env)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
-    assert found["run_id"] == run_id
+    assert found["run_id"] == run_id and found["found"] is True and found["schema"] == 1
     return found  # type: ignore[no-any-return]
 
 

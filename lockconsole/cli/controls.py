@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from lockconsole.cli.output import with_schema
 from lockconsole.model.errors import UsageError
 from lockconsole.text.safe import shown
 
@@ -116,7 +117,7 @@ def _pause(
 ) -> int:
     pause = console.pause(args.job, args.note, until)
     if args.json:
-        print(json.dumps({"paused": pause_json(pause)}))
+        print(json.dumps(with_schema({"paused": pause_json(pause)})))
     else:
         print(shown(f"{pause.job}: {pause.reason()}"))
     return 0
@@ -125,7 +126,7 @@ def _pause(
 def _resume(console: ConsoleFacade, args: argparse.Namespace) -> int:
     ended = console.resume(args.job)
     if args.json:
-        print(json.dumps({"resumed": pause_json(ended)}))
+        print(json.dumps(with_schema({"resumed": pause_json(ended)})))
     elif ended is None:
         print(shown(f"{args.job} was not paused; nothing changed"), file=sys.stderr)
     else:
@@ -143,7 +144,9 @@ def _output(console: ConsoleFacade, args: argparse.Namespace) -> int:
     run_id = int(number)
     found = console.run_output(run_id, ledger=ledger or None)
     if args.json:
-        print(json.dumps(None if found is None else found.__dict__))
+        missing = {"run_id": run_id, "ledger": ledger or None}
+        doc = missing if found is None else found.__dict__
+        print(json.dumps(with_schema({"found": found is not None, **doc})))
         return 0 if found is not None else EXIT_NO_RUN
     if found is None:
         print(shown(f"lockconsole: no run {args.run_id} in the ledger"), file=sys.stderr)
@@ -177,7 +180,7 @@ def _request(console: ConsoleFacade, args: argparse.Namespace) -> int:
         args.job, slot=slot, instance=instance, force=args.force, timeout=timeout
     )
     if args.no_wait:
-        print(json.dumps({"request": request_id}) if args.json else request_id)
+        print(json.dumps(with_schema({"request": request_id})) if args.json else request_id)
         return 0
     seen: tuple[object, ...] | None = None
     if not args.json:  # what the row says as it is written; then each change as it is seen
@@ -203,5 +206,5 @@ def _request(console: ConsoleFacade, args: argparse.Namespace) -> int:
         values = {
             k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(found).items()
         }
-        print(json.dumps(values))
+        print(json.dumps(with_schema(values)))
     return EXIT_REQUEST.get(found.state, 1)

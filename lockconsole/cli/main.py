@@ -217,7 +217,9 @@ def cmd_config(args: argparse.Namespace) -> int:
         },
     }
     if args.json:
-        print(json.dumps(data, indent=2))
+        from lockconsole.cli.output import with_schema
+
+        print(json.dumps(with_schema(data), indent=2))
         return EXIT_OK
     from lockconsole.text.safe import shown
 

@@ -1,24 +1,33 @@
-"""Readable tables for the CLI views (rich; honours NO_COLOR and narrow terminals)."""
+"""A listing printed: a boxed table on a terminal, plain columns in a pipe, or TSV.
+
+On a terminal: Rich's table at the terminal's width, its rows coloured by what they say. Piped:
+kubectl's plain columns, no box drawing, one row a line, at `$COLUMNS` cells (200 when unset).
+Both are laid out by `columns.layout`, so a time, a duration, an id or a status is never cut:
+only free text is, with '…', and whole columns are left out first. TSV has every column, each
+value escaped (`text.safe.tsv_cell`), never cut. What is not a row (a database's note or
+error, a summary) goes to stdout on a terminal and to stderr otherwise, so a pipe reads rows
+and nothing else; an empty listing says so on stdout (`check`'s "ok: no alerts" is its answer),
+except in TSV, where stdout holds the header alone. Nothing is parsed as markup: every value
+is data.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Console as RichConsole
-from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from lockconsole.model.jobs import Idempotency, Run
-from lockconsole.model.views import Holder, Snapshot
-from lockconsole.text.safe import data_text
-from lockconsole.text.times import age, stamp, took
+from lockconsole.cli.columns import Listing, layout
+from lockconsole.text.safe import data_text, pad, shown, tsv_cell
+from lockconsole.text.safe import fit as fit_cells
 
-if TYPE_CHECKING:
-    from lockconsole.backends.audit import AuditEntry
-    from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+PIPED_WIDTH = 200  # a pipe's width when $COLUMNS does not say
+GAP = 3  # cells between two plain columns, as kubectl leaves
+BOX_GAP, BOX_EDGES = 3, 4  # a boxed table: a border and two pads between columns; at its edges
 
 
 class _TableConsole(RichConsole):
@@ -29,173 +38,98 @@ class _TableConsole(RichConsole):
         raise BrokenPipeError
 
 
-# Piped output (grep, logs) is not cut to 80 columns; a terminal gets its own width.
-# Nothing printed here is parsed as markup or emoji codes: every value is data (data_text).
-out = _TableConsole(
-    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 200
-)
-KEY_WIDTH = 64  # cells of a key, a name or a message shown before '…'
-TEXT_WIDTH = 200  # cells of a query or a message
+out = _TableConsole(highlight=False, markup=False, emoji=False)
 
 
-def holders_table(holders: Sequence[Holder], now: datetime, unread: Sequence[str] = ()) -> None:
-    """The holders; `unread`: databases that could not be read (their holders are unknown)."""
-    table = Table(title=f"lock holders at {stamp(now, zone=False)} UTC", title_justify="left")
-    for col in (
-        "database",
-        "key",
-        "job",
-        "state",
-        "pid",
-        "user",
-        "application",
-        "since",
-        "stale / notes",
-    ):
-        table.add_column(col, overflow="fold", no_wrap=col in ("pid", "since"))
-    for h in holders:
-        state = "held" if h.granted else f"WAITING on {','.join(map(str, h.blocked_by)) or '?'}"
-        if h.state:
-            state += f" ({h.state})"
-        since = h.held_since or h.waiting_since or h.state_since
-        note = h.stale or h.hidden or ""
-        cells = (
-            h.database,
-            h.key,
-            h.job or "(unmapped)",
-            state,
-            str(h.pid or h.locked_by or "-"),
-            h.user or "-",
-            h.instance or h.application_name or "-",
-            age(since, now),
-            note,
-        )
-        style = "red" if h.stale else ("yellow" if not h.granted else None)
-        table.add_row(*(data_text(c, limit=KEY_WIDTH) for c in cells), style=style)
-    if not holders:  # none seen is not none held where a database could not be read
-        unknown = f"; unknown for {', '.join(unread)} (could not be read)" if unread else ""
-        out.print(data_text(f"no lock holders seen{unknown}" if unread else "no lock holders"))
+def terminal() -> bool:
+    """Whether stdout is a terminal (a boxed, coloured table) rather than a pipe or a file."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def piped_width() -> int:
+    """The width of plain columns: `$COLUMNS` if it is a whole number, else PIPED_WIDTH."""
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else PIPED_WIDTH
+
+
+def say(text: str, style: str = "", *, tsv: bool = False) -> None:
+    """A sentence that is not a row: on a terminal on stdout, otherwise on stderr."""
+    if terminal() and not tsv:
+        out.print(data_text(text, style=style))
+    else:
+        print(shown(text), file=sys.stderr)
+
+
+def show(listing: Listing, fmt: str, *, no_headers: bool = False) -> None:
+    """Print `listing` as `fmt` asks ('table', 'wide' or 'tsv'), then its notes."""
+    if fmt == "tsv":
+        _tsv(listing, no_headers)
+    else:
+        view = listing.view(wide=fmt == "wide")
+        if not view.rows:  # the listing's answer (`check`: "ok: no alerts"), on stdout
+            _answer(view.empty)
+        elif terminal():
+            _boxed(view, no_headers)
+        else:
+            _plain(view, no_headers)
+    for note in listing.notes:
+        say(note, "red" if note.startswith("error") else "dim", tsv=fmt == "tsv")
+
+
+def _answer(text: str) -> None:
+    if terminal():
+        out.print(data_text(text))
+    else:  # flushed: a reader that went away is seen now, before the notes go to stderr
+        print(shown(text), flush=True)
+
+
+def _tsv(listing: Listing, no_headers: bool) -> None:
+    if not no_headers:
+        print("\t".join(tsv_cell(c.name) for c in listing.columns))
+    for row in listing.rows:
+        print("\t".join(tsv_cell(cell) for cell in row.cells))
+    if not listing.rows:
+        say(listing.empty, tsv=True)
+
+
+def _cells(view: Listing) -> list[list[str]]:
+    """The header and the rows, escaped as they will be printed."""
+    cut = [c.most if c.cut else None for c in view.columns]
+    rows = ([_cell(cell, most) for cell, most in zip(r.cells, cut, strict=True)] for r in view.rows)
+    return [[c.name for c in view.columns], *rows]
+
+
+def _cell(value: str, most: int | None) -> str:
+    text = shown(value)
+    return text if most is None else fit_cells(text, most)
+
+
+def _plain(view: Listing, no_headers: bool, width: int | None = None) -> None:
+    table = _cells(view)
+    chosen = layout(view.columns, table, width or piped_width(), GAP, cell_len)
+    for line in table[1:] if no_headers else table:
+        cells = [pad(line[i], width) for i, width in chosen]
+        print((" " * GAP).join(cells).rstrip())
+
+
+def _boxed(view: Listing, no_headers: bool) -> None:
+    cells = _cells(view)
+    chosen = layout(view.columns, cells, out.width - BOX_EDGES, BOX_GAP, cell_len)
+    if sum(w for _, w in chosen) + BOX_GAP * (len(chosen) - 1) > out.width - BOX_EDGES:
+        _plain(view, no_headers, out.width)  # a box would cut what must stay whole: no box
         return
+    table = Table(title=view.title, title_justify="left", show_header=not no_headers)
+    for i, width in chosen:
+        table.add_column(view.columns[i].name, width=width, no_wrap=True, overflow="ellipsis")
+    for row, line in zip(view.rows, cells[1:], strict=True):
+        table.add_row(*(Text(fit_cells(line[i], w), end="") for i, w in chosen), style=row.style)
     out.print(table)
 
 
-def print_problems(snap: Snapshot) -> None:
-    for db, source in snap.sources:
-        out.print(data_text(f"{db}: read from {source}", style="dim"))
-    for db, note in snap.notes:
-        out.print(data_text(f"note: {db}: {note}"))
-    for db, error in snap.errors:
-        out.print(data_text(f"error: {db}: {error}", style="red"))
-
-
-def runs_table(runs: Sequence[Run], ids: Sequence[str] | None = None) -> None:
-    """The history table; `ids`: each run's id as `output` takes it (LEDGER:ID)."""
-    if not runs:
-        out.print("no runs recorded")
-        return
-    table = Table(title="run history (newest first; times UTC)", title_justify="left")
-    ids = ids or [str(r.id) for r in runs]
-    for col in (
-        "id",
-        "job",
-        "slot",
-        "instance",
-        "trigger",
-        "outcome",
-        "started",
-        "took",
-        "exit",
-        "message",
-    ):
-        table.add_column(col, overflow="fold")
-    for r, run_id in zip(runs, ids, strict=True):
-        length = took(r.finished_at - r.started_at) if r.finished_at else "running"
-        style = {"failed": "red", "lock_lost": "red", "acquired": "cyan"}.get(r.outcome)
-        slot, started = stamp(r.slot, zone=False), stamp(r.started_at, zone=False)
-        cells = (
-            run_id,
-            r.job,
-            slot,
-            r.instance,
-            r.trigger if r.actor is None else f"{r.trigger} by {r.actor}",
-            r.outcome,
-            started,
-            length,
-            "-" if r.exit_code is None else str(r.exit_code),
-        )
-        table.add_row(
-            *(data_text(c, limit=KEY_WIDTH) for c in cells),
-            data_text(r.message or "", limit=TEXT_WIDTH),
-            style=style,
-        )
-    out.print(table)
-
-
-def audit_table(entries: Sequence[AuditEntry]) -> None:
-    if not entries:
-        out.print("no audited actions")
-        return
-    table = Table(title="audit (newest first; times UTC)", title_justify="left")
-    for col in ("at", "action", "job", "by", "database", "target", "result", "message"):
-        table.add_column(col, overflow="fold", no_wrap=col == "at")
-    for e in entries:
-        cells = (
-            stamp(e.at, zone=False),
-            e.action,
-            e.job or "-",
-            f"{e.os_user}@{e.host}",
-            e.database,
-            e.target,
-            e.result,
-        )
-        style = {"attempted": "yellow", "error": "red"}.get(e.result)
-        table.add_row(
-            *(data_text(c, limit=KEY_WIDTH) for c in cells),
-            data_text(e.message or "", limit=TEXT_WIDTH),
-            style=style,
-        )
-    out.print(table)
-
-
-def rows_table(rows: Sequence[dict[str, Any]]) -> None:
-    if not rows:
-        out.print("no rows")
-        return
-    table = Table()
-    for col in rows[0]:
-        table.add_column(data_text(col, limit=KEY_WIDTH))
-    for row in rows:
-        table.add_row(*(data_text("" if v is None else v, limit=KEY_WIDTH) for v in row.values()))
-    out.print(table)
-
-
-def dupes_table(
-    spec: Idempotency, summary: DuplicateSummary, page: DuplicatePage, ddl: str
-) -> None:
-    key = ", ".join(spec.key)
-    out.print(
-        data_text(
-            f"{spec.table} ({key}): {summary.groups} duplicate groups, "
-            f"{summary.surplus_rows} surplus rows"
-        )
-    )
-    if page.groups:
-        table = Table()
-        table.add_column(data_text(key))
-        table.add_column("rows", no_wrap=True)
-        table.add_column("runs")
-        for g in page.groups:
-            table.add_row(
-                data_text(", ".join(map(str, g.key)), limit=KEY_WIDTH),
-                str(g.count),
-                data_text(", ".join(map(str, g.run_ids))),
-            )
-        out.print(table)
-        if page.has_more:
-            out.print("more: --page N+1")
-    out.print(data_text(f"fix: {ddl}") if "\n" not in ddl else _lines(f"fix: {ddl}"))
-
-
-def _lines(text: str) -> Group:
+def say_lines(text: str, *, tsv: bool = False) -> None:
     """Multi-line text (a note, then DDL): each line shown as data, the breaks kept."""
-    return Group(*(data_text(line) for line in text.split("\n")))
+    for line in text.split("\n"):
+        say(line, tsv=tsv)

@@ -1,20 +1,20 @@
 """`lockconsole locks | history | audit | dupes | release | check`: the console's views as
 commands.
 
-Readable tables by default, `--json` for scripts. Every command goes through the Console
+Readable tables by default; `-o wide|json|tsv` and `--no-headers` for scripts (`--json` is
+`-o json`). Every command goes through the Console
 facade; `--read-only` refuses `release`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, is_dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING
 
+from lockconsole.cli.output import add_output_options, chosen, print_json, to_json
 from lockconsole.model.errors import UsageError
 from lockconsole.text.safe import shown
 
@@ -31,7 +31,7 @@ EXIT_NOT_RELEASED = 1
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("locks", help="who holds or waits for each lock, in every database")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(p, "print one JSON object")
     p.add_argument("--job", metavar="NAME", help="only this job's holders")
 
     h = sub.add_parser("history", help="recent attempts on every instance, newest first")
@@ -42,13 +42,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--until", metavar="WHEN", help="started before: a duration ago or ISO time")
     h.add_argument("--slot", metavar="ISO_TIME", help="only this slot's attempts")
     h.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
-    h.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(h, "print one JSON object")
 
     a = sub.add_parser("audit", help="force-releases and triggers: who, when, what, the result")
     a.add_argument("--job", metavar="NAME", help="only this job's")
     a.add_argument("--since", metavar="DURATION", help="only this recent (e.g. 2h, 30m, 1d)")
     a.add_argument("--limit", type=int, default=200, metavar="N", help="how many (default 200)")
-    a.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(a, "print one JSON object")
 
     d = sub.add_parser("dupes", help="duplicate keys in a job's idempotency table")
     d.add_argument("job", help="the job whose idempotency table to inspect")
@@ -56,7 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--page-size", type=int, default=50, metavar="N", help="groups per page")
     d.add_argument("--group", nargs="+", metavar="VALUE", help="show the rows of this key")
     d.add_argument("--csv", metavar="FILE", help="export every duplicate row to FILE")
-    d.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(d, "print one JSON object")
 
     r = sub.add_parser("release", help="force-release a lock holder (ends its session)")
     which = r.add_mutually_exclusive_group(required=True)
@@ -67,23 +67,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the result as JSON")
 
     c = sub.add_parser("check", help="print alerts; exit 1 if there are any (for monitoring)")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(c, "print one JSON object")
     c.add_argument("--no-duplicates", action="store_true", help="skip the idempotency scans")
-
-
-def to_json(value: Any) -> Any:
-    """Dataclasses, datetimes and tuples as JSON-ready values."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {k: to_json(v) for k, v in asdict(value).items()}
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -106,8 +91,9 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
         console.config.job(args.job)  # an unknown job is an error, not an empty list
     snap = console.snapshot(duplicates=False)
     holders = [h for h in snap.holders if args.job is None or h.job == args.job]
-    if args.json:
-        _print_json(
+    fmt = chosen(args)
+    if fmt == "json":
+        print_json(
             {
                 "taken_at": snap.taken_at,
                 "holders": holders,
@@ -117,10 +103,11 @@ def cmd_locks(console: ConsoleFacade, args: argparse.Namespace) -> int:
             }
         )
         return EXIT_UNREAD if snap.errors else 0
-    from lockconsole.cli.tables import holders_table, print_problems
+    from lockconsole.cli import listings
+    from lockconsole.cli.tables import show
 
-    holders_table(holders, snap.taken_at, [db for db, _ in snap.errors])
-    print_problems(snap)
+    unread = [db for db, _ in snap.errors]
+    show(listings.holders(holders, snap.taken_at, unread, snap), fmt, no_headers=args.no_headers)
     return EXIT_UNREAD if snap.errors else 0  # the list is incomplete: never an all clear
 
 
@@ -138,14 +125,14 @@ def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"audit: --since: {exc}") from None
     entries, errors = console.audit(args.job, since=since, limit=args.limit)
-    if args.json:
-        _print_json({"entries": entries, "errors": dict(errors)})
+    fmt = chosen(args)
+    if fmt == "json":
+        print_json({"entries": entries, "errors": dict(errors)})
     else:
-        from lockconsole.cli.tables import audit_table
+        from lockconsole.cli import listings
+        from lockconsole.cli.tables import show
 
-        audit_table(entries)
-        for database, error in errors:
-            print(shown(f"error: {database}: {error}"), file=sys.stderr)
+        show(listings.audit(entries, errors), fmt, no_headers=args.no_headers)
     return 1 if errors else 0
 
 
@@ -193,7 +180,8 @@ def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
     def ledger_of(job: str) -> str | None:  # run ids are per ledger: each is shown with its own
         return console.config.ledger_for(jobs[job]).name if job in jobs else None
 
-    if args.json:
+    fmt = chosen(args)
+    if fmt == "json":
         rows = [
             {
                 **to_json(r),
@@ -202,11 +190,13 @@ def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
             }
             for r in runs
         ]
-        _print_json({"schema": 1, "runs": rows})
+        print_json({"runs": rows})
         return 0
-    from lockconsole.cli.tables import runs_table
+    from lockconsole.cli import listings
+    from lockconsole.cli.tables import show
 
-    runs_table(runs, [qualified_run_id(ledger_of(r.job) or "?", r.id) or "-" for r in runs])
+    ids = [qualified_run_id(ledger_of(r.job) or "?", r.id) or "-" for r in runs]
+    show(listings.runs(runs, ids), fmt, no_headers=args.no_headers)
     return 0
 
 
@@ -216,16 +206,18 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
     spec = console.config.job(args.job).idempotency
     if spec is None:
         raise UsageError(f"dupes: job {args.job!r} has no idempotency table configured")
+    fmt = chosen(args)
+    from lockconsole.cli import listings
+    from lockconsole.cli.tables import say, say_lines, show
+
     if args.group is not None:
         if len(args.group) != len(spec.key):
             raise UsageError(f"dupes: --group takes {len(spec.key)} values ({', '.join(spec.key)})")
         rows = console.duplicate_rows(args.job, tuple(args.group))
-        if args.json:
-            _print_json({"key": args.group, "rows": rows})
+        if fmt == "json":
+            print_json({"key": args.group, "rows": rows})
         else:
-            from lockconsole.cli.tables import rows_table
-
-            rows_table(rows)
+            show(listings.table_rows(rows), fmt, no_headers=args.no_headers)
         return 0
     if args.csv:
         count = console.export_duplicates(args.job, args.csv)
@@ -233,8 +225,8 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
     summary = console.duplicate_summary(args.job)
     page = console.duplicates(args.job, page=args.page, page_size=args.page_size)
     ddl = console.duplicate_ddl(args.job)
-    if args.json:
-        _print_json(
+    if fmt == "json":
+        print_json(
             {
                 "job": args.job,
                 "table": spec.table,
@@ -247,9 +239,14 @@ def cmd_dupes(console: ConsoleFacade, args: argparse.Namespace) -> int:
             }
         )
         return 0
-    from lockconsole.cli.tables import dupes_table
-
-    dupes_table(spec, summary, page, ddl)
+    tsv = fmt == "tsv"
+    key = ", ".join(spec.key)
+    counts = f"{summary.groups} duplicate groups, {summary.surplus_rows} surplus rows"
+    say(f"{spec.table} ({key}): {counts}", tsv=tsv)
+    show(listings.duplicate_groups(spec, page), fmt, no_headers=args.no_headers)
+    if page.has_more:
+        say("more: --page N+1", tsv=tsv)
+    say_lines(f"fix: {ddl}", tsv=tsv)
     return 0
 
 
@@ -275,7 +272,7 @@ def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
         return EXIT_NOT_RELEASED
     result = console.release(target)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(shown(f"{result.status}: {result.message}"))
     return 0 if result.status == "released" else EXIT_NOT_RELEASED
@@ -284,9 +281,10 @@ def cmd_release(console: ConsoleFacade, args: argparse.Namespace) -> int:
 def cmd_check(console: ConsoleFacade, args: argparse.Namespace) -> int:
     snap = console.snapshot(duplicates=not args.no_duplicates)
     problems = list(snap.alerts)
-    if args.json:
+    fmt = chosen(args)
+    if fmt == "json":
         notes = [list(n) for n in snap.notes]
-        _print_json(
+        print_json(
             {
                 "taken_at": snap.taken_at,
                 "alerts": problems,
@@ -295,14 +293,10 @@ def cmd_check(console: ConsoleFacade, args: argparse.Namespace) -> int:
             }
         )
     else:
-        for alert in problems:
-            print(shown(f"{alert.kind}: {alert.message}"))
-        for db, note in snap.notes:
-            print(shown(f"note: {db}: {note}"))
-        for db, error in snap.errors:
-            print(shown(f"database_error: {db}: {error}"))
-        if not problems and not snap.errors:
-            print("ok: no alerts")
+        from lockconsole.cli import listings
+        from lockconsole.cli.tables import show
+
+        show(listings.alerts(snap, problems), fmt, no_headers=args.no_headers)
     return EXIT_ALERTS if problems or snap.errors else 0
 
 
@@ -320,8 +314,3 @@ def _confirm(holder: Holder) -> bool:
     answer = input(f"Type {shown(expected)!r} to confirm: ").strip()
     # a key with control characters is typed as it is shown (escaped)
     return answer in (str(expected), shown(expected))
-
-
-def _print_json(value: Any) -> None:
-    json.dump(to_json(value), sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")

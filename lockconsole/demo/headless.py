@@ -58,7 +58,8 @@ def run(
     fleet.stop_instances()
     summary = collect(scenario)  # the stale holder is still there
     fleet.stop()
-    write(json.dumps(summary, indent=2) if as_json else render(summary))
+    # the version of this document, as every `--json` document carries (cli/output.py SCHEMA)
+    write(json.dumps({"schema": 1, **summary}, indent=2) if as_json else render(summary))
     return 0
 
 

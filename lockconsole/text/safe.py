@@ -11,6 +11,7 @@ controls, ESC, DEL and the bidirectional overrides are shown as visible escapes.
     fit(text, 12)                 -> at most 12 terminal cells, '…' when cut
     clean(rich_text)              -> the same Text, its spans kept, made printable
     csv_cell(value)               -> a CSV cell a spreadsheet will not run as a formula
+    tsv_cell(text)                -> a TSV field: '\\' '\\t' '\\n' '\\r' and the escapes above
 
 `--json` output keeps the original strings (JSON escapes control characters itself); only
 passwords are masked there.
@@ -124,6 +125,17 @@ def csv_cell(value: _T) -> _T | str:
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+_TSV_BREAKS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_cell(text: object) -> str:
+    """A TSV field: passwords masked, a backslash doubled, tab, newline and CR as \\t \\n
+    \\r, every other control character as printable() shows it; so one row is one line, its
+    fields split on tabs, and each escape reads back to the one character it stands for."""
+    s = text if isinstance(text, str) else str(text)
+    return printable(redact(s).translate(_TSV_BREAKS))
 
 
 class MaskedStream:

@@ -172,7 +172,7 @@ def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
 
 
 def _check(config: Path) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "lockconsole", "check", "--no-duplicates"]
+    argv = [sys.executable, "-m", "lockconsole", "check", "--no-duplicates", "-o", "tsv"]
     return subprocess.run(argv, env=_env(config), capture_output=True, text=True, timeout=120)
 
 
@@ -193,7 +193,7 @@ def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid,
     if strategy == "lease":  # a killed holder's lease runs until lock_until: let it run out
         _lose(conn, dialect, strategy, holder, f"shedlock_{uid}")
     found = _check(config)
-    assert f"abandoned: {job}" in found.stdout and "closed as lock_lost" in found.stdout, found
+    assert f"\nabandoned\t{job}\t" in found.stdout and "closed as lock_lost" in found.stdout, found
     [run] = runs_of(config, job)
     assert run.outcome == "lock_lost" and "abandoned" in (run.message or "")
     again = _check(config)  # closed once: the next check finds nothing left open
