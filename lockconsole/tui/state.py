@@ -1,8 +1,9 @@
 """Keep the last good data of a database that failed this refresh (pure: no Textual, no I/O).
 
-When a snapshot carries errors for some databases, their holders, job states, runs and slot
-reports are taken from the previous snapshot, so an operator still sees them (dimmed) while
-the console keeps refreshing and the Console reconnects by itself.
+When a snapshot carries errors for some databases, their holders, job states, runs, slot
+reports and alerts are taken from the previous snapshot, so an operator still sees them
+(dimmed, marked old: `freshness.py`) while the console keeps refreshing and the Console
+reconnects by itself.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.model.views import Snapshot
+from lockconsole.tui.freshness import carry_alerts
 
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
@@ -48,7 +50,16 @@ def carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Snap
     slots = [s for s in new.slots if ledger_of(s.job) not in lost_ledgers]
     slots += [s for s in previous.slots if ledger_of(s.job) in lost_ledgers]
     slots.sort(key=lambda s: s.slot, reverse=True)
-    return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs), slots=tuple(slots))
+    database_of = {name: job.database for name, job in jobs.items()}
+    alerts = carry_alerts(previous.alerts, new.alerts, failed, ledger_names(config), database_of)
+    return replace(
+        new,
+        holders=tuple(holders),
+        jobs=statuses,
+        runs=tuple(runs),
+        slots=tuple(slots),
+        alerts=alerts,
+    )
 
 
 def job_names(config: Any) -> set[str]:
