@@ -62,6 +62,28 @@ def carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Snap
     )
 
 
+def news(snapshot: Snapshot, seen: set[tuple[object, ...]]) -> list[str]:
+    """Log lines for the alerts and notes of `snapshot` not in `seen` (which gains them)."""
+    lines: list[str] = []
+    for alert in snapshot.alerts:
+        # a stale holder's message counts up its idle time: the same alert all along
+        key = (
+            alert.kind,
+            alert.job,
+            alert.slot,
+            alert.database,
+            alert.message.split(" looks stale")[0],
+        )
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"alert: {alert.message}")
+    for database, note in snapshot.notes:
+        if ("note", database, note) not in seen:
+            seen.add(("note", database, note))
+            lines.append(f"note: {database}: {note}")
+    return lines
+
+
 def job_names(config: Any) -> set[str]:
     """The configured jobs' names (a stand-in config may have none)."""
     return set(getattr(config, "jobs", {}) or {})

@@ -159,8 +159,7 @@ class DashboardScreen(Screen[None]):
         extra += [f"{model.unmapped} unmapped"] * bool(model.unmapped)
         title = f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra)
         self.titles["holders"] = title + sort_note(model.sort)
-        if view.border_subtitle != (by := f"by {host.group_by} (g)"):
-            view.border_subtitle = by
+        view.show_notes(snap.notes, host.group_by)
         history, self.runs_of = history_rows(
             snap,
             now,
