@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from textual.widgets import RichLog, Static
+from textual.widgets import RichLog
 
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.config.urls import parse_url
