@@ -19,6 +19,7 @@ from textual.worker_manager import WorkerManager
 
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder, Snapshot
+from lockconsole.tui.widgets.consequences import release_consequences, trigger_warnings
 from lockconsole.tui.widgets.holder_facts import blocked_pids
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import PaneTable, selected_key
@@ -218,7 +219,9 @@ class SelectionActions:
             else:
                 host.start_trigger(job)
 
-        host.push_screen(TriggerModal(job, what, slot, self.instances_of(job)), chosen)
+        warnings = trigger_warnings(spec, host.snapshot, slot, host.clock(), host.zone)
+        modal = TriggerModal(job, what, slot, self.instances_of(job), warnings)
+        host.push_screen(modal, chosen)
 
     def instances_of(self, job: str, most: int = 5) -> list[str]:
         """The instances the job ran on lately (the ledger's runs), newest first."""
@@ -282,4 +285,6 @@ class SelectionActions:
                 host.start_release(holder)
 
         holders = host.snapshot.holders if host.snapshot is not None else ()
-        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders), host.zone), confirmed)
+        causes = release_consequences(holder, holders, host.zone)
+        modal = ReleaseModal(holder, blocked_pids(holder, holders), host.zone, causes)
+        host.push_screen(modal, confirmed)
