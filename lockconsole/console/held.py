@@ -16,7 +16,7 @@ import threading
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from lockconsole.model.fast import evolve
+from lockconsole.model.fast import fill
 from lockconsole.model.views import Holder
 
 IDLE_COMMANDS = frozenset({"Sleep"})  # MySQL/MariaDB's command of a connection between statements
@@ -32,9 +32,9 @@ def is_idle(state: str | None) -> bool:
 
 
 def seen_key(holder: Holder) -> SeenKey:
-    """One holder of one lock in one session (a reused pid has another backend_start)."""
+    """One holder of one lock (its session's backend_start is compared apart: cheaper)."""
     h = holder
-    return (h.database, h.kind, h.source, h.key, h.pid, h.backend_start, h.locked_by)
+    return (h.database, h.kind, h.source, h.key, h.pid, h.locked_by)
 
 
 class Sightings:
@@ -42,7 +42,8 @@ class Sightings:
     known to be held since (a bound once known stays: a later statement moves nothing)."""
 
     def __init__(self) -> None:
-        self._first: dict[SeenKey, tuple[datetime, datetime]] = {}  # (first seen, bound)
+        # (first seen, bound, its session's backend_start)
+        self._first: dict[SeenKey, tuple[datetime, datetime, datetime | None]] = {}
         self._lock = threading.Lock()
 
     def stamp(
@@ -50,28 +51,39 @@ class Sightings:
     ) -> list[Holder]:
         """The holders with `first_seen`, and `held_since` / `held_from` as far as known.
 
-        Holders of databases that could not be read now (`unread`) are remembered as they were.
+        The holders must be this snapshot's own, as its reads built them: they are filled in
+        place (`fast.fill`), not copied. Holders of databases that could not be read now
+        (`unread`) are remembered as they were. A pid reused by a new session (another
+        backend_start) is a new holder.
         """
         with self._lock:
             first = self._first
-            seen: dict[SeenKey, tuple[datetime, datetime]] = {}
+            seen: dict[SeenKey, tuple[datetime, datetime, datetime | None]] = {}
             out: list[Holder] = []
+            append = out.append
             for h in holders:
-                if not h.granted:
-                    out.append(h)
+                d = h.__dict__
+                if not d["granted"]:
+                    append(h)
                     continue
-                key = seen_key(h)
-                since, bound = first.get(key, (now, now))
-                if h.held_since is not None:  # the database said when (or the transaction)
-                    seen[key] = (since, bound)
-                    xact = h.kind == "advisory" and h.held_since == h.xact_start
-                    held_from = "transaction" if xact else "database"
-                    out.append(evolve(h, first_seen=since, held_from=held_from))
+                key = (d["database"], d["kind"], d["source"], d["key"], d["pid"], d["locked_by"])
+                start = d["backend_start"]
+                old = first.get(key)
+                since, bound = (now, now) if old is None or old[2] != start else old[:2]
+                given = d["held_since"]
+                if given is not None:  # the database said when (or the transaction did)
+                    seen[key] = (since, bound, start)
+                    xact = d["kind"] == "advisory" and given == d["xact_start"]
+                    how = "transaction" if xact else "database"
+                    append(fill(h, {"first_seen": since, "held_from": how}))
                     continue
-                if is_idle(h.state) and h.state_since is not None and h.state_since < bound:
-                    bound = h.state_since  # an idle session took its locks before this
-                seen[key] = (since, bound)
-                out.append(evolve(h, first_seen=since, held_since=bound, held_from="at_least"))
-            kept = {k: v for k, v in first.items() if k[0] in unread}
-            self._first = kept | seen
+                state_since = d["state_since"]
+                if state_since is not None and state_since < bound and is_idle(d["state"]):
+                    bound = state_since  # an idle session took its locks before this
+                seen[key] = (since, bound, start)
+                changes = {"first_seen": since, "held_since": bound, "held_from": "at_least"}
+                append(fill(h, changes))
+            if unread:
+                seen = {k: v for k, v in first.items() if k[0] in unread} | seen
+            self._first = seen
             return out
