@@ -67,7 +67,7 @@ def holders_table(holders: Sequence[Holder], now: datetime, unread: Sequence[str
             str(h.pid or h.locked_by or "-"),
             h.user or "-",
             h.instance or h.application_name or "-",
-            age(since, now),
+            ("≥" if h.granted and h.held_from == "at_least" else "") + age(since, now),
             note,
         )
         style = "red" if h.stale else ("yellow" if not h.granted else None)

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from lockconsole.model.fast import fill
+from lockconsole.model.fast import fill, gc_paused
 from lockconsole.model.views import Holder
 
 IDLE_COMMANDS = frozenset({"Sleep"})  # MySQL/MariaDB's command of a connection between statements
 
 SeenKey = tuple[object, ...]
+Seen = tuple[datetime, datetime, datetime | None]  # first seen, bound, its backend_start
 
 
 def is_idle(state: str | None) -> bool:
@@ -42,8 +43,7 @@ class Sightings:
     known to be held since (a bound once known stays: a later statement moves nothing)."""
 
     def __init__(self) -> None:
-        # (first seen, bound, its session's backend_start)
-        self._first: dict[SeenKey, tuple[datetime, datetime, datetime | None]] = {}
+        self._first: dict[SeenKey, Seen] = {}
         self._lock = threading.Lock()
 
     def stamp(
@@ -56,9 +56,9 @@ class Sightings:
         (`unread`) are remembered as they were. A pid reused by a new session (another
         backend_start) is a new holder.
         """
-        with self._lock:
+        with self._lock, gc_paused():  # 10,000 small values: no collections on the way
             first = self._first
-            seen: dict[SeenKey, tuple[datetime, datetime, datetime | None]] = {}
+            seen: dict[SeenKey, Seen] = {}
             out: list[Holder] = []
             append = out.append
             for h in holders:
@@ -69,10 +69,12 @@ class Sightings:
                 key = (d["database"], d["kind"], d["source"], d["key"], d["pid"], d["locked_by"])
                 start = d["backend_start"]
                 old = first.get(key)
-                since, bound = (now, now) if old is None or old[2] != start else old[:2]
+                if old is None or old[2] != start:
+                    old = (now, now, start)
+                since, bound = old[0], old[1]
                 given = d["held_since"]
                 if given is not None:  # the database said when (or the transaction did)
-                    seen[key] = (since, bound, start)
+                    seen[key] = old
                     xact = d["kind"] == "advisory" and given == d["xact_start"]
                     how = "transaction" if xact else "database"
                     append(fill(h, {"first_seen": since, "held_from": how}))
@@ -80,9 +82,9 @@ class Sightings:
                 state_since = d["state_since"]
                 if state_since is not None and state_since < bound and is_idle(d["state"]):
                     bound = state_since  # an idle session took its locks before this
-                seen[key] = (since, bound, start)
-                changes = {"first_seen": since, "held_since": bound, "held_from": "at_least"}
-                append(fill(h, changes))
+                    old = (since, bound, start)
+                seen[key] = old
+                append(fill(h, {"first_seen": since, "held_since": bound, "held_from": "at_least"}))
             if unread:
                 seen = {k: v for k, v in first.items() if k[0] in unread} | seen
             self._first = seen
