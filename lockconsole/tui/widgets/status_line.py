@@ -46,9 +46,9 @@ def status_text(
         label = shown(name)
         if not loaded:
             text.append(f"{label} … ", style="dim")
-        elif fresh.is_down(name):
+        elif name in fresh.down:
             text.append(f"{label} ✖ down ", style=ALARM)
-        elif fresh.is_old(name):  # late: no error yet, and no "ok" beside old data
+        elif fresh.is_old(name):  # late, or the refresh failed: no "ok" beside old data
             good = fresh.good_since(name)
             text.append(f"{label} ◌ {age(good, fresh.now)} old ", style="bold yellow")
         else:
