@@ -47,7 +47,8 @@ ORDER BY l.database, keyspace, key, key1, key2, l.granted DESC, l.waitstart NULL
 
 
 def _parts(console: Any, snap: Any) -> str:
-    """Where the rest of a snapshot goes: the ledger read and mark_stale, timed alone."""
+    """Where the rest of a snapshot goes: the ledger read, the sightings (how long each lock
+    is held) and mark_stale, timed alone."""
     from lockconsole.console.stale import mark_stale
 
     jobs = list(console.config.jobs.values())
@@ -67,7 +68,24 @@ def _parts(console: Any, snap: Any) -> str:
         )
         for _ in range(5)
     )
-    return f"ledger read {ledger * 1e3:.1f} ms, mark_stale {stale * 1e3:.1f} ms"
+    seen = median(_stamp(console, snap) for _ in range(5))
+    return (
+        f"ledger read {ledger * 1e3:.1f} ms, sightings {seen * 1e3:.1f} ms, "
+        f"mark_stale {stale * 1e3:.1f} ms"
+    )
+
+
+def _stamp(console: Any, snap: Any) -> float:
+    """Seconds the console's sightings take to fill a read's holders (as read: unfilled)."""
+    from lockconsole.model.fast import construct
+    from lockconsole.model.views import Holder
+
+    blank = {"held_since": None, "held_from": None, "first_seen": None}
+    fresh = [
+        construct(Holder, {**h.__dict__, **blank}) if h.held_from == "at_least" else h
+        for h in snap.holders
+    ]
+    return timed(lambda: console.sightings.stamp(fresh, snap.taken_at))
 
 
 def _idle_budget(wanted: int) -> int:

@@ -82,3 +82,25 @@ def test_gc_paused_restores_the_collector() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_fill_completes_a_fresh_value_in_place_and_copies_a_slotted_one() -> None:
+    from lockconsole.model.fast import fill
+
+    built = construct(Holder, _holder_fields())
+    filled = fill(built, {"held_since": T0, "held_from": "at_least"})
+    assert filled is built  # in place: no second copy of a value nobody holds yet
+    assert filled == dataclasses.replace(
+        Holder(**_holder_fields()),  # type: ignore[arg-type]
+        held_since=T0,
+        held_from="at_least",
+    )
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+        b: int = 0
+
+    one = Slotted(1)
+    other = fill(one, {"b": 2})
+    assert other == Slotted(1, 2) and one.b == 0  # not plain: copied, the original kept

@@ -605,13 +605,18 @@ def test_held_past_max_duration_uses_the_ledger_start():
     out = stale(holder(), [ours], now=T0 + timedelta(hours=2, minutes=13))
     assert out.stale == "held 2h13m, longer than max_duration 2h00m"
     assert (out.held_since, out.instance, out.run_id) == (T0, "web-1", 9)
-    # a run from before this backend started is not ours; xact_start stands in
+    # a run from before this backend started is not ours: what the console's sightings tell
+    # stands in (a lower bound), never xact_start (a session lock outlives its transactions)
+    seen = {"held_since": T0 + HOUR, "held_from": "at_least"}
     not_ours = stale(
-        holder(backend_start=T0 + MINUTE, xact_start=T0 + HOUR), [ours], now=T0 + 3 * HOUR + MINUTE
+        holder(backend_start=T0 + MINUTE, xact_start=T0 + 3 * HOUR, **seen),
+        [ours],
+        now=T0 + 3 * HOUR + MINUTE,
     )
-    assert (
-        not_ours.run_id is None and not_ours.stale == "held 2h01m, longer than max_duration 2h00m"
-    )
+    assert not_ours.run_id is None
+    assert not_ours.stale == "held at least 2h01m, longer than max_duration 2h00m"
+    only_xact = holder(backend_start=T0 + MINUTE, xact_start=T0)
+    assert stale(only_xact, [ours], now=T0 + 3 * HOUR).stale is None
     assert stale(holder(), [ours], now=T0 + HOUR).stale is None
 
 

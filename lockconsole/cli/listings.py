@@ -54,7 +54,7 @@ def holders(
             h.job or "(unmapped)",
             state,
             str(h.pid or h.locked_by or "-"),
-            age(since, now),
+            ("≥" if h.granted and h.held_from == "at_least" else "") + age(since, now),
             h.stale or h.hidden or "",
             h.user or "-",
             h.instance or h.application_name or "-",

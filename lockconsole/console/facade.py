@@ -22,6 +22,7 @@ from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
+from lockconsole.console.held import Sightings
 from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
@@ -61,6 +62,7 @@ class Console:
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
         self.controls = JobControls(config, self.connections, self.actor)
+        self.sightings = Sightings()  # when each holder was first seen: how long it is held
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -68,9 +70,8 @@ class Console:
     def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         """Everything at one moment: jobs, holders (stale marked), runs, slots, alerts, errors.
 
-        Idempotency tables are scanned for duplicates in the background at most every
-        `[console] duplicates_every` (a scan of a large table takes seconds) and the last
-        counts are used meanwhile; duplicates=True scans now and waits, False skips them.
+        Duplicates: scanned in the background every `[console] duplicates_every` at most (the
+        last counts meanwhile); duplicates=True scans now and waits, False skips them.
         """
         from lockconsole.console.ledger_view import merged
         from lockconsole.console.reports import alerts, clock_alerts, judge_slots
@@ -95,12 +96,11 @@ class Console:
             notes.extend((label, note) for note in listed.notes)
         notes.extend(self.connections.missing_notes(ledgers, errors))
         seen = merged(reads.ledgers.values())
-        runs: list[Run] = seen.runs
+        runs = sorted(seen.runs, key=lambda r: (r.started_at, r.id or 0), reverse=True)
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
-        runs.sort(key=lambda r: (r.started_at, r.id or 0), reverse=True)
         runs, abandoned = self._sweep(runs, holders, errors, now)
         holders_t = mark_stale(
-            holders,
+            self.sightings.stamp(holders, now, errors),
             jobs,
             runs,
             now=now,

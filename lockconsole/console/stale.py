@@ -5,7 +5,9 @@ A holder is "ours" when its job matches and a ledger run of that job has the hol
 pid as `session_id` (and did not start well before, or end before, the holder's backend_start:
 pids are reused), or, for a lease, the holder's fencing token (else its owner as the run's
 instance). Our holders get `held_since`, `instance` and `run_id` from that run. Waiters are
-never stale.
+never stale. Every other holder's `held_since` is what `held.py` could tell (often a lower
+bound): a keep-alive statement of an idle session resets its `state_since`, never the time its
+lock is held, so an idle holder of a job's lock with no running run is stale either way.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from lockconsole.console.held import is_idle
 from lockconsole.model.fast import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
@@ -60,12 +63,13 @@ def _after(run: Run, backend_start: datetime | None) -> bool:
 
 
 def _held_since(holder: Holder, run: Run | None) -> datetime | None:
-    """Since when the lock is held: a lease's locked_at, our run's start, else xact_start."""
+    """Since when the lock is held: a lease's locked_at, our run's start, else what the
+    database or the console's sightings tell (held.py)."""
     if holder.kind in EXPIRING and holder.held_since is not None:
         return holder.held_since
     if run is not None:
         return run.started_at
-    return holder.xact_start or holder.held_since
+    return holder.held_since
 
 
 def _running(holder: Holder, run: Run | None, runs: list[Run]) -> bool:
@@ -108,16 +112,30 @@ def stale_reasons(
     run = _ours(holder, runs) if job is not None else None
     held = _held_since(holder, run)
     if run is not None:
-        holder = _evolve(holder, held_since=held, instance=run.instance, run_id=run.id)
+        held_from = holder.held_from if holder.kind in EXPIRING else "run"
+        holder = _evolve(
+            holder, held_since=held, held_from=held_from, instance=run.instance, run_id=run.id
+        )
     reasons: list[str] = []
     limit = job.max_duration if job is not None else None
+    bound = "at least " if holder.held_from == "at_least" else ""
     if limit is not None and held is not None and now - held > limit:
-        reasons.append(f"held {reading(now - held)}, longer than max_duration {reading(limit)}")
-    if (holder.state or "").startswith("idle") and holder.state_since is not None:
+        reasons.append(
+            f"held {bound}{reading(now - held)}, longer than max_duration {reading(limit)}"
+        )
+    if is_idle(holder.state) and holder.state_since is not None:
         idle = now - holder.state_since
-        if idle > idle_threshold and (job is None or not _running(holder, run, runs)):
+        if job is None or not _running(holder, run, runs):
             why = " with no running run in the ledger" if job is not None else ""
-            reasons.append(f"{holder.state} for {reading(idle)}{why}")
+            if idle > idle_threshold:
+                reasons.append(f"{holder.state} for {reading(idle)}{why}")
+            elif (
+                job is not None and run is None and held is not None and now - held > idle_threshold
+            ):
+                # a keep-alive statement made it active a moment ago; its lock is as old
+                reasons.append(
+                    f"{holder.state}, holding the lock {bound}{reading(now - held)}{why}"
+                )
     if holder.pid is not None and holder.pid in orphaned_pids:
         reasons.append(ORPHANED)
     if holder.kind == "redis" and limit is not None and holder.lock_until is not None:

@@ -14,6 +14,12 @@ from typing import Literal
 from lockconsole.model.jobs import Job, Pause, Run
 
 HolderKind = Literal["advisory", "user_lock", "lease", "redis"]
+# How a holder's held_since is known: the database says when it was taken ("database": a
+# lease's locked_at, a Redis value's time, MariaDB's lock time), the ledger's run that took it
+# started then ("run"), its transaction started then ("transaction": pg-xact), or it is a lower
+# bound ("at_least": when the console first saw it, or the end of its idle session's last
+# statement, whichever is earlier).
+HeldFrom = Literal["database", "run", "transaction", "at_least"]
 SlotStatus = Literal[
     "ok", "running", "retried", "double_run", "missed", "paused", "lock_lost", "failed"
 ]
@@ -67,6 +73,8 @@ class Holder:
     state_since: datetime | None = None
     query: str | None = None
     held_since: datetime | None = None
+    held_from: HeldFrom | None = None  # how held_since is known (None: not at all)
+    first_seen: datetime | None = None  # when this console first saw this holder
     lock_until: datetime | None = None  # leases
     locked_by: str | None = None  # leases
     fencing_token: int | None = None  # leases

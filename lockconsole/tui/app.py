@@ -38,7 +38,7 @@ from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoade
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
-from lockconsole.tui.state import carry_over, failed_databases
+from lockconsole.tui.state import carry_over, failed_databases, news
 from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 
 if TYPE_CHECKING:
@@ -168,18 +168,8 @@ class LockConsoleApp(App[int]):
                 snap.holders, self.group_by, self.text_filter, self.holder_sort, self.zone
             )
         self.snapshot = snap
-        for alert in snap.alerts:  # each new alert once, in the log (o shows it)
-            # a stale holder's message counts up its idle time: the same alert all along
-            seen = (
-                alert.kind,
-                alert.job,
-                alert.slot,
-                alert.database,
-                alert.message.split(" looks stale")[0],
-            )
-            if seen not in self._alerts_seen:
-                self._alerts_seen.add(seen)
-                self.log_line(f"alert: {alert.message}", show=False)
+        for line in news(snap, self._alerts_seen):  # each new alert and note once (o shows)
+            self.log_line(line, show=False)
         try:
             with self.batch_update():
                 self.dashboard.show_data(rows)

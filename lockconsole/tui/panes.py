@@ -1,4 +1,5 @@
-"""What the jobs and history panes, the status line and the banner show (rows and texts).
+"""What the jobs and history panes show (rows and texts); the status line and the banner are
+`widgets/status_line.py`.
 
 Pure functions from the immutable Snapshot to (row key, cells) and rich Text; the app puts
 them on screen with `tables.sync_table`.
@@ -15,10 +16,11 @@ from typing import Any
 from rich.text import Text
 
 from lockconsole.model.jobs import Run
+from lockconsole.model.slots import next_fire
 from lockconsole.model.verdict import slot_status
 from lockconsole.model.views import JobStatus, SlotReport, Snapshot
-from lockconsole.text.safe import fit, shown
-from lockconsole.text.times import age, clock, duration, seconds, stamp
+from lockconsole.text.safe import shown
+from lockconsole.text.times import age, clock, duration
 from lockconsole.tui.nocolor import ALARM
 from lockconsole.tui.older_runs import parse_filter
 
@@ -210,7 +212,10 @@ def _job_cells(
         holder = Text(f"{mark}{who}{pid}", style=ALARM if h.stale else "bold")
     ledger_down, ledger_good = stale.of_ledger(job.name)
     last = _unknown(ledger_good, now) if ledger_down else _last(s, report, runs_of, now)
-    nxt = f"{clock(s.next_fire, now, zone)} (in {age(now, s.next_fire)})" if s.next_fire else "-"
+    fire = s.next_fire
+    if fire is not None and fire <= now:  # its snapshot is late: the schedule goes on
+        fire = next_fire(job, now)
+    nxt = f"{clock(fire, now, zone)} (in {age(now, fire)})" if fire else "-"
     return [
         job.name,
         holder,
@@ -310,69 +315,6 @@ def history_rows(
     if needle:
         rows = [(k, c) for k, c in rows if any(needle in str(cell).lower() for cell in c)]
     return rows, runs_of
-
-
-def status_text(
-    databases: Iterable[str],
-    errors: Mapping[str, str],
-    *,
-    loaded: bool,
-    data_age: str,
-    refresh: float,
-    paused: bool,
-    read_only: bool,
-    busy: float | None,
-    alerts: int,
-    zone: str = "UTC",
-) -> Text:
-    """The one status line: each database's state, data age, refresh, the zone, badges."""
-    text = Text()
-    for name in map(shown, databases):
-        if not loaded:
-            text.append(f"{name} … ", style="dim")
-        elif name in errors:
-            text.append(f"{name} ✖ down ", style=ALARM)
-        else:
-            text.append(f"{name} ● ok ", style="green")
-    text.append("│ ")
-    if not loaded:
-        text.append("loading…")
-        if paused:
-            text.append(" │ PAUSED", style="bold yellow")
-    elif paused:
-        text.append(f"PAUSED: data {data_age} old, not refreshing", style="bold yellow")
-    else:
-        text.append(f"data {data_age} old │ every {seconds(refresh)}")
-    text.append(f" │ times {zone}")
-    if busy is not None and busy >= 1:
-        text.append(f" │ refreshing {seconds(int(busy))}…", style="yellow")
-    if alerts:
-        text.append(f" │ {alerts} alerts (o)", style=ALARM)
-    if read_only:
-        text.append(" ")
-        text.append(" READ-ONLY ", style="bold reverse")
-    return text
-
-
-def banner_text(
-    errors: Mapping[str, str],
-    last_good: datetime | None,
-    now: datetime,
-    zone: tzinfo | None = None,
-) -> Text:
-    """What went wrong, and how old the data still shown is."""
-    text = Text()
-    for name, error in errors.items():
-        text.append(f"⚠ {shown(name)}: ", style="bold")
-        text.append(fit(shown(error), BANNER_WIDTH) + "\n")
-    if last_good is None:
-        text.append("no data yet; retrying on every refresh")
-    else:
-        text.append(
-            f"showing the last good data, from {stamp(last_good, tz=zone)} "
-            f"({age(last_good, now)} old); retrying on every refresh"
-        )
-    return text
 
 
 def alert_lines(snapshot: Snapshot) -> list[str]:

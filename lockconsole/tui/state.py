@@ -1,8 +1,9 @@
 """Keep the last good data of a database that failed this refresh (pure: no Textual, no I/O).
 
-When a snapshot carries errors for some databases, their holders, job states, runs and slot
-reports are taken from the previous snapshot, so an operator still sees them (dimmed) while
-the console keeps refreshing and the Console reconnects by itself.
+When a snapshot carries errors for some databases, their holders, job states, runs, slot
+reports and alerts are taken from the previous snapshot, so an operator still sees them
+(dimmed, marked old: `freshness.py`) while the console keeps refreshing and the Console
+reconnects by itself.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.model.views import Snapshot
+from lockconsole.tui.freshness import carry_alerts
 
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
@@ -56,7 +58,38 @@ def _carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Sna
     slots = [s for s in new.slots if ledger_of(s.job) not in lost_ledgers]
     slots += [s for s in previous.slots if ledger_of(s.job) in lost_ledgers]
     slots.sort(key=lambda s: s.slot, reverse=True)
-    return replace(new, holders=tuple(holders), jobs=statuses, runs=tuple(runs), slots=tuple(slots))
+    database_of = {name: job.database for name, job in jobs.items()}
+    alerts = carry_alerts(previous.alerts, new.alerts, failed, ledger_names(config), database_of)
+    return replace(
+        new,
+        holders=tuple(holders),
+        jobs=statuses,
+        runs=tuple(runs),
+        slots=tuple(slots),
+        alerts=alerts,
+    )
+
+
+def news(snapshot: Snapshot, seen: set[tuple[object, ...]]) -> list[str]:
+    """Log lines for the alerts and notes of `snapshot` not in `seen` (which gains them)."""
+    lines: list[str] = []
+    for alert in snapshot.alerts:
+        # a stale holder's message counts up its idle time: the same alert all along
+        key = (
+            alert.kind,
+            alert.job,
+            alert.slot,
+            alert.database,
+            alert.message.split(" looks stale")[0],
+        )
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"alert: {alert.message}")
+    for database, note in snapshot.notes:
+        if ("note", database, note) not in seen:
+            seen.add(("note", database, note))
+            lines.append(f"note: {database}: {note}")
+    return lines
 
 
 def job_names(config: Any) -> set[str]:

@@ -166,6 +166,9 @@ async def test_a_failing_refresh_shows_the_banner_keeps_data_and_recovers() -> N
         assert banner.has_class("-shown")
         assert "RuntimeError: connection refused" in str(banner.render())
         assert "last good data, from 2026-11-29 02:15:00 UTC" in str(banner.render())
+        status = str(app.query_one("#status", Static).render())
+        # the refresh failed: every database's data is old, none is "ok", none is "down"
+        assert "● ok" not in status and "billing ◌" in status and "✖" not in status, status
         assert app.query_one(HoldersView).model.total == 5 and app.query_one(HoldersView).dimmed
         console.fail = False
         app.refresh_now()

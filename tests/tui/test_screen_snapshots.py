@@ -17,6 +17,7 @@ from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens import DuplicatesScreen, TimelineScreen
 from lockconsole.tui.screens.confirm import ReleaseModal
+from lockconsole.tui.widgets.consequences import release_consequences
 
 from helpers import settle as settle_app
 
@@ -44,8 +45,11 @@ async def settle(pilot: Any) -> None:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_release_modal_of_the_stale_holder(snap_compare: Any, size: tuple[int, int]) -> None:
-    stale = next(h for h in SampleConsole().snapshot().holders if h.stale)
-    assert snap_compare(Host(ReleaseModal(stale)), terminal_size=size, run_before=settle)
+    holders = SampleConsole().snapshot().holders
+    stale = next(h for h in holders if h.stale)
+    causes = release_consequences(stale, holders)  # what the release causes, said first
+    modal = ReleaseModal(stale, consequences=causes)
+    assert snap_compare(Host(modal), terminal_size=size, run_before=settle)
 
 
 @pytest.mark.parametrize("size", SIZES)

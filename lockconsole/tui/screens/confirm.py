@@ -1,8 +1,10 @@
 """Confirmation modals: a yes/no question, and the force-release of one lock holder.
 
 ConfirmModal(title, body)  -> bool   y / Enter confirm; n / Escape cancel
-ReleaseModal(holder, blocks, zone)
-                           -> bool   shows what will be ended (times in the console's zone);
+ReleaseModal(holder, blocks, zone, consequences)
+                           -> bool   shows what will be ended and what that causes (who
+                                     gets the lock next, the session's other locks freed
+                                     with it; times in the console's zone);
                                      typing the job name (or the
                                      key, for an unmapped holder) enables Release; a waiter
                                      cannot be released, so it only offers Cancel
@@ -105,6 +107,7 @@ class ReleaseModal(ModalScreen[bool]):
         &.-short #details { max-height: 7; }
         & #prompt { margin-top: 1; }
         & #waiter { color: $warning; margin-top: 1; }
+        & #consequences { color: $warning; margin-bottom: 1; }
         & Input.-wrong { border: tall $error; }
     }"""
     )
@@ -115,12 +118,17 @@ class ReleaseModal(ModalScreen[bool]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
     def __init__(
-        self, holder: Holder, blocks: tuple[int, ...] = (), zone: tzinfo | None = None
+        self,
+        holder: Holder,
+        blocks: tuple[int, ...] = (),
+        zone: tzinfo | None = None,
+        consequences: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.holder = holder
         self.blocks = blocks
         self.zone = zone
+        self.consequences = tuple(consequences)  # who gets the lock, what else is freed
         self.expected = holder_label(holder)
 
     def compose(self) -> ComposeResult:
@@ -128,6 +136,9 @@ class ReleaseModal(ModalScreen[bool]):
         with Vertical(id="dialog"):
             title = release_target(h) + "?" if h.granted else "A waiter cannot be released"
             yield Static(shown(title), id="title", markup=False)
+            if self.consequences:  # above the details: a short terminal shows them first
+                text = "\n".join(map(shown, self.consequences))
+                yield Static(text, id="consequences", markup=False)
             with VerticalScroll(id="details"):
                 yield Static(holder_details(h, self.blocks, self.zone))
             if h.granted:

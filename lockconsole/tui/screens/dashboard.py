@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
@@ -24,31 +23,26 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
 from lockconsole.model.jobs import Run
-from lockconsole.text.times import age, zone_label
+from lockconsole.text.times import zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
+from lockconsole.tui.freshness import Freshness, freshness_of, pane_sources
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
-from lockconsole.tui.panes import (
-    HISTORY_COLUMNS,
-    JOB_COLUMNS,
-    Staleness,
-    banner_text,
-    history_rows,
-    job_rows,
-    status_text,
-)
+from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, history_rows, job_rows
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
-from lockconsole.tui.state import job_names, ledger_names
+from lockconsole.tui.state import job_names
 from lockconsole.tui.widgets.header import header_text
 from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING, HolderRows, layout
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_heights import share
+from lockconsole.tui.widgets.status_line import banner_text, status_text
 from lockconsole.tui.widgets.tables import (
     PaneTable,
     next_sort,
     sort_note,
     sorted_rows,
     sync_table,
+    today_in,
 )
 
 if TYPE_CHECKING:
@@ -71,6 +65,7 @@ class DashboardScreen(Screen[None]):
         self.maximised: str | None = None
         self.selection = SelectionActions(self)
         self.older = OlderRuns()  # history past the snapshot's page, read on "m"
+        self.titles = {"jobs": "1 Jobs", "holders": "2 Lock holders", "history": "3 Run history"}
 
     @property
     def host(self) -> LockConsoleApp:
@@ -87,10 +82,7 @@ class DashboardScreen(Screen[None]):
             yield PaneTable(JOB_COLUMNS, fixed=1, id="jobs")
             yield HoldersView(id="holders", clock=self.host.clock)
             yield PaneTable(HISTORY_COLUMNS, fixed=2, id="history")
-        yield Input(
-            id="filter",
-            placeholder="filter: text, job: instance: outcome: (Enter keeps, Esc clears)",
-        )
+        yield Input(id="filter", placeholder="filter: text, job: instance: outcome: (Esc clears)")
         yield RichLog(id="log", max_lines=2000, wrap=True, markup=False, highlight=False)
         yield Footer(compact=True)
 
@@ -168,10 +160,8 @@ class DashboardScreen(Screen[None]):
         extra += [f"{model.stale} stale"] * bool(model.stale)
         extra += [f"{model.unmapped} unmapped"] * bool(model.unmapped)
         title = f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra)
-        _title(view, title + sort_note(model.sort))
-        if view.border_subtitle != (by := f"by {host.group_by} (g)"):
-            view.border_subtitle = by
-        self.show_ages()
+        self.titles["holders"] = title + sort_note(model.sort)
+        view.show_notes(snap.notes, host.group_by)
         history, self.runs_of = history_rows(
             snap,
             now,
@@ -183,12 +173,13 @@ class DashboardScreen(Screen[None]):
         table = self.query_one("#history", PaneTable)
         sync_table(
             table,
-            self._paint(sorted_rows(history, table.sort_by, _today(now, host.zone))),
+            self._paint(sorted_rows(history, table.sort_by, today_in(now, host.zone))),
             follow_first=table.sort_by is None,
         )
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         problems = f" · {bad} problems" if bad else ""
-        _title(table, "3 Run history" + problems + sort_note(table.sorted_by))
+        self.titles["history"] = "3 Run history" + problems + sort_note(table.sorted_by)
+        self.show_ages()
         self.share_heights()
 
     def show_ages(self) -> None:
@@ -198,15 +189,15 @@ class DashboardScreen(Screen[None]):
         snap = host.snapshot
         if snap is None:
             return
-        stale = Staleness(
-            {name: host.last_good.get(name) for name in host.errors},
-            ledger_names(getattr(host.facade, "config", None)),
-        )
-        now = host.clock()
+        fresh = self.freshness()
+        stale = Staleness({name: fresh.good_since(name) for name in host.errors}, fresh.ledger_of)
+        now = fresh.now
         jobs = self.query_one("#jobs", PaneTable)
         rows = job_rows(snap, now, zone=host.zone, stale=stale, text_filter=host.text_filter)
-        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by, _today(now, host.zone))))
-        _title(jobs, "1 Jobs" + sort_note(jobs.sorted_by))
+        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by, today_in(now, host.zone))))
+        self.titles["jobs"] = "1 Jobs" + sort_note(jobs.sorted_by)
+        for pane, sources in pane_sources(fresh, host.database_names()).items():
+            _title(self.query_one(f"#{pane}"), self.titles[pane] + fresh.age_note(sources))
         second = int(now.timestamp())
         if second != self._ages_second:  # the holders' ages read another second: repaint
             self._ages_second = second
@@ -218,24 +209,38 @@ class DashboardScreen(Screen[None]):
             return rows
         return [(key, [nocolor.without_colour(c) for c in cells]) for key, cells in rows]
 
+    def freshness(self) -> Freshness:
+        """How old each database's data on screen is: the status line, the banner and the
+        pane titles all read it from here."""
+        host = self.host
+        return freshness_of(
+            host.clock(),
+            host.last_good,
+            host.errors,
+            refresh=host.refresh_interval,
+            took=host.last_took,
+            config=getattr(host.facade, "config", None),
+        )
+
     def show_status(self) -> None:
         """Repaint the status line and the error banner from the app's refresh state."""
         host = self.host
-        now = host.clock()
+        fresh = self.freshness()
         busy = None
         if host.refresh_started is not None:
             busy = time.monotonic() - host.refresh_started
         snap = host.snapshot
+        alerts = snap.alerts if snap else ()
         text = status_text(
             host.database_names(),
-            host.errors,
+            fresh,
             loaded=snap is not None,
-            data_age=age(snap.taken_at, now) if snap else "-",
             refresh=host.refresh_interval,
             paused=host.paused,
             read_only=host.read_only,
             busy=busy,
-            alerts=len(snap.alerts) if snap else 0,
+            alerts=len(alerts),
+            old_alerts=sum(map(fresh.alert_is_old, alerts)),
             zone=zone_label(host.zone),
         )
         if host.monochrome:
@@ -246,10 +251,7 @@ class DashboardScreen(Screen[None]):
             status.update(text, layout=False)  # one line, always: no layout pass
         banner = self.query_one("#banner", Static)
         if host.errors:
-            good = [host.last_good[n] for n in host.errors if n in host.last_good]
-            if "refresh" in host.errors and snap is not None:
-                good = [snap.taken_at]
-            shown = banner_text(host.errors, min(good) if good else None, now, host.zone)
+            shown = banner_text(host.errors, fresh, host.zone)
             shown = nocolor.without_colour(shown) if host.monochrome else shown
             if shown != self._shown_banner:  # its age ticks: repaint only what changed
                 self._shown_banner = shown
@@ -374,11 +376,7 @@ class DashboardScreen(Screen[None]):
         self.selection.timeline()
 
     def action_audit(self) -> None:
-        from lockconsole.tui.screens.audit import AuditScreen
-
-        self.app.push_screen(
-            AuditScreen(self.host.facade, now=self.host.clock, zone=self.host.zone)
-        )
+        self.selection.audit()
 
     def action_trigger(self) -> None:
         if not self.refused("trigger"):
@@ -395,8 +393,3 @@ class DashboardScreen(Screen[None]):
 def _title(widget: Widget, title: str) -> None:
     if str(widget.border_title) != title:  # setting it repaints, even when unchanged
         widget.border_title = title
-
-
-def _today(now: datetime, zone: tzinfo | None) -> date:
-    """The day a clock without a date shows, in the console's zone."""
-    return now.astimezone(zone or UTC).date()

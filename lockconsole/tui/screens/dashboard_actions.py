@@ -22,6 +22,7 @@ from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import shown as shown_text
 from lockconsole.text.times import stamp
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
+from lockconsole.tui.widgets.consequences import release_consequences, trigger_warnings
 from lockconsole.tui.widgets.holder_facts import blocked_pids
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.tables import PaneTable, selected_key
@@ -238,7 +239,9 @@ class SelectionActions:
             else:
                 host.start_trigger(job)
 
-        host.push_screen(TriggerModal(job, what, slot, self.instances_of(job)), chosen)
+        warnings = trigger_warnings(spec, host.snapshot, slot, host.clock(), host.zone)
+        modal = TriggerModal(job, what, slot, self.instances_of(job), warnings)
+        host.push_screen(modal, chosen)
 
     def instances_of(self, job: str, most: int = 5) -> list[str]:
         """The instances the job ran on lately (the ledger's runs), newest first."""
@@ -302,7 +305,16 @@ class SelectionActions:
                 host.start_release(holder)
 
         holders = host.snapshot.holders if host.snapshot is not None else ()
-        host.push_screen(ReleaseModal(holder, blocked_pids(holder, holders), host.zone), confirmed)
+        causes = release_consequences(holder, holders, host.zone)
+        modal = ReleaseModal(holder, blocked_pids(holder, holders), host.zone, causes)
+        host.push_screen(modal, confirmed)
+
+    def audit(self) -> None:
+        """The audit screen: force-releases, triggers, pauses and requests."""
+        from lockconsole.tui.screens.audit import AuditScreen
+
+        host = self.dashboard.host
+        host.push_screen(AuditScreen(host.facade, now=host.clock, zone=host.zone))
 
     # --- the history past the snapshot's page ------------------------------------------
 

@@ -1,10 +1,11 @@
 """Trigger a job from the dashboard: on the fleet (a run request that a `lockconsole schedule`
 instance serving the job takes), or here, in the console's process.
 
-TriggerModal(job, what, slot, instances)  -> Where | None
+TriggerModal(job, what, slot, instances, warnings)  -> Where | None
         f / Enter: on the fleet; h: here; Escape cancels. `i` goes to the instance field: a
         name there (the job's recent instances are offered) asks that instance only, and
-        Enter in it sends the request; empty: the first instance serving the job takes it
+        Enter in it sends the request; empty: the first instance serving the job takes it;
+        `warnings` (the job holds its lock now, the slot already succeeded) come first
 request_on_fleet(app, host, job, slot, instance)   queue the request and follow it in a
         thread worker: each change (queued, running on web-2, succeeded with its run id,
         expired) goes to the log and a toast
@@ -51,7 +52,11 @@ class Where(NamedTuple):
 class TriggerModal(ModalScreen[Where | None]):
     """Where to run the job now: on the fleet (default; on any or one named instance) or here."""
 
-    DEFAULT_CSS = "TriggerModal {" + DIALOG_CSS + "& #instance { margin-top: 1; } }"
+    DEFAULT_CSS = (
+        "TriggerModal {"
+        + DIALOG_CSS
+        + "& #instance { margin-top: 1; } & #warnings { color: $warning; margin-bottom: 1; } }"
+    )
     BINDINGS = [
         Binding("f", "choose('fleet')", "On the fleet", id="trigger_fleet"),
         Binding("h", "choose('here')", "Here", id="trigger_here"),
@@ -68,12 +73,14 @@ class TriggerModal(ModalScreen[Where | None]):
         what: str,
         slot: datetime | None = None,
         instances: Sequence[str] = (),
+        warnings: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.job = job
         self.what = what
         self.slot = slot
         self.instances = tuple(instances)  # where the job ran lately, newest first
+        self.warnings = tuple(warnings)  # held right now, the slot already succeeded
 
     def compose(self) -> ComposeResult:
         slot = f" (slot {self.slot.isoformat()})" if self.slot else ""
@@ -84,6 +91,9 @@ class TriggerModal(ModalScreen[Where | None]):
         )
         with Vertical(id="dialog"):
             yield Static(shown(f"Run {self.job} now{slot}?"), id="title", markup=False)
+            if self.warnings:  # before the operator chooses: what the run would meet
+                text = "\n".join(map(shown, self.warnings))
+                yield Static(text, id="warnings", markup=False)
             with VerticalScroll(id="body-scroll"):
                 yield Static(shown(body), id="body", markup=False)
             seen = f" (lately: {', '.join(self.instances)})" if self.instances else ""

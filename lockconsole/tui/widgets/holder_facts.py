@@ -41,6 +41,34 @@ def release_target(holder: Holder) -> str:
     return f"Terminate PostgreSQL backend pid {holder.pid} on {holder.database}"
 
 
+HELD_FROM = {
+    "database": "as the database says",
+    "run": "the start of the run that took it (the ledger)",
+    "transaction": "the start of its transaction, which the lock lives as long as",
+}
+
+
+def held_since_text(holder: Holder, zone: tzinfo | None = None) -> str | None:
+    """Since when the lock is held, and how that is known (or only bounded)."""
+    since = holder.held_since
+    if since is None:
+        return None
+    at = times.stamp(since, tz=zone)
+    if holder.held_from != "at_least":
+        how = HELD_FROM.get(holder.held_from or "")
+        return f"{at} ({how})" if how else at
+    if holder.first_seen is not None and since >= holder.first_seen:
+        how = "when this console first saw it; the database does not say when it was taken"
+    else:
+        how = "its idle session's last statement ended then, so it was taken before"
+    text = f"at least since {at} ({how})"
+    if holder.backend_start is not None:
+        text += (
+            f"; at most since {times.stamp(holder.backend_start, tz=zone)} (its session's start)"
+        )
+    return text
+
+
 def blocked_pids(holder: Holder, holders: Iterable[Holder]) -> tuple[int, ...]:
     """The sessions waiting for a lock this holder has (same database)."""
     if holder.pid is None or not holder.granted:
@@ -105,7 +133,8 @@ def holder_details(holder: Holder, blocks: Sequence[int] = (), zone: tzinfo | No
     add("state", state)
     add("query", holder.query)
     if holder.granted:
-        add("held since", holder.held_since)
+        add("held since", held_since_text(holder, zone))
+        add("first seen", holder.first_seen)
         if blocks:
             add("blocks", "pid " + ", ".join(str(p) for p in blocks))
     else:

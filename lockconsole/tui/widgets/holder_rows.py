@@ -56,6 +56,7 @@ class HolderRow:
     cells: tuple[str, ...]  # every column; the age cell is a placeholder
     since: datetime | None = None  # held or waiting since: the age column
     holder: Holder | None = None  # None for a group header
+    at_least: bool = False  # `since` is a lower bound of the time held: FOR reads "≥4m12s"
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def _holder_row(
         shown(h.database),
     )
     since = h.held_since or h.waiting_since or h.state_since
-    return HolderRow(holder_key(h), flag, cells, since, h)
+    at_least = h.granted and h.held_since is not None and h.held_from == "at_least"
+    return HolderRow(holder_key(h), flag, cells, since, h, at_least)
 
 
 def _group_of(h: Holder, group_by: GroupBy) -> tuple[str, ...]:
@@ -236,7 +238,7 @@ def layout(
             rows.append(
                 row
                 if key == row.key
-                else HolderRow(key, row.flag, row.cells, row.since, row.holder)
+                else HolderRow(key, row.flag, row.cells, row.since, row.holder, row.at_least)
             )
     return HolderRows(
         rows=tuple(rows),

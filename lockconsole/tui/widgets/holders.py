@@ -9,11 +9,12 @@ in the headings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
@@ -22,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from lockconsole.model.views import Holder
-from lockconsole.text.safe import pad
+from lockconsole.text.safe import pad, shown
 from lockconsole.text.times import age
 from lockconsole.tui.widgets.holder_rows import (
     AGE_FIELD,
@@ -134,6 +135,8 @@ class HoldersView(ScrollView, can_focus=True):
         self.painted = 0  # lines painted since mount (for measurements)
         self._on_screen: dict[int, tuple[str, str]] = {}  # y -> (text, style name) last painted
         self.chosen: str | None = None  # the column `<` / `>` picked: what the sort key sorts
+        self.hides = False  # a database notes holders it cannot show (show_notes)
+        self._subtitle = ""
 
     # --- data --------------------------------------------------------------------------
 
@@ -174,6 +177,22 @@ class HoldersView(ScrollView, can_focus=True):
     def selected_holder(self) -> Holder | None:
         row = self.selected
         return row.holder if row is not None else None
+
+    def show_notes(self, notes: Sequence[tuple[str, str]], group_by: GroupBy) -> None:
+        """The grouping, and what the databases cannot show (their notes: the log has them
+        in full), in the pane's bottom border; with notes, an empty list is "none seen"."""
+        subtitle = f"by {group_by} (g)"
+        if notes:
+            database, note = notes[0]
+            count = f"{len(notes)} notes" if len(notes) > 1 else "note"
+            subtitle += f" · ⓘ {count} (o): {shown(database)}: {shown(note)}"
+        if self.hides != bool(notes):
+            self.hides = bool(notes)
+            self._on_screen.clear()
+            self.refresh()
+        if self._subtitle != subtitle:  # data: a Text, never parsed as markup
+            self._subtitle = subtitle
+            self.border_subtitle = Text(subtitle)
 
     # --- cursor ------------------------------------------------------------------------
 
@@ -273,6 +292,8 @@ class HoldersView(ScrollView, can_focus=True):
         if index >= len(rows):
             if not rows and y == 1:
                 text = "no lock holders" if not self.model.text_filter else "no holder matches"
+                if self.hides and not self.model.text_filter:  # the notes say what is hidden
+                    text = "no lock holders seen; some cannot be seen here (see the note below)"
                 return f"  {text}", "empty"
             return "", "blank"
         row = rows[index]
@@ -280,7 +301,7 @@ class HoldersView(ScrollView, can_focus=True):
             text = columns.line(row.cells)
         else:
             cells = list(row.cells)
-            cells[AGE_FIELD] = age(row.since, self.clock())
+            cells[AGE_FIELD] = ("≥" if row.at_least else "") + age(row.since, self.clock())
             text = columns.line(tuple(cells))
         name: str = "group" if row.flag == "header" else ("" if row.flag == "held" else row.flag)
         if index == self.cursor:

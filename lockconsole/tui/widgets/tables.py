@@ -20,7 +20,7 @@ Call it inside `app.batch_update()`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import UTC, date, datetime, tzinfo
 from typing import TypeVar
 
 from rich.text import Text
@@ -207,3 +207,8 @@ def selected_key(table: DataTable) -> str | None:
     if not table.row_count:
         return None
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+
+def today_in(now: datetime, zone: tzinfo | None) -> date:
+    """The day a clock without a date shows, in the console's zone."""
+    return now.astimezone(zone or UTC).date()
