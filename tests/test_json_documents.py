@@ -1,0 +1,61 @@
+"""Every command's `--json` document has exactly the top-level keys the README's table names,
+`schema` first, run against a real PostgreSQL database of the test's own."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_keys() -> dict[str, set[str]]:
+    """command -> the keys its row of the README's table names."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### JSON documents", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            found[cells[0].strip("`").removesuffix(" --json")] = set(
+                re.findall(r"`([a-z_]+)`", cells[1])
+            )
+    return found
+
+
+def test_every_json_document_has_the_keys_the_readme_names(own_database, write_config, cli_env):  # type: ignore[no-untyped-def]
+    config = write_config(
+        f'[databases.main]\nurl = "{own_database}"\n[jobs.doc_job]\nstrategy = "pg-session"\n'
+        'command = ["sh", "-c", "echo talkative; echo more"]\n'
+    )
+
+    def document(*words: str) -> dict[str, object]:
+        out = subprocess.run(
+            [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
+            capture_output=True, text=True, env=cli_env, timeout=60,
+        )  # fmt: skip
+        assert out.returncode in (0, 1, 5), (words, out.stderr)  # 5: a read ran out of time
+        parsed = json.loads(out.stdout)  # nothing but the document on stdout
+        assert isinstance(parsed, dict) and next(iter(parsed)) == "schema", words
+        return parsed
+
+    ran = document("run", "doc_job", "--json")
+    commands = {
+        "run": ran,
+        "locks": document("locks", "--json"),
+        "history": document("history", "--json"),
+        "check": document("check", "--json", "--no-duplicates"),
+        "audit": document("audit", "--json"),
+        "config": document("config", "--json"),
+        "pause": document("pause", "doc_job", "--note", "docs", "--json"),
+        "resume": document("resume", "doc_job", "--json"),
+        "output": document("output", str(ran["run_id"]), "--json"),
+    }
+    expected = _readme_keys()
+    assert set(expected) == set(commands), "the README's table names every command tested"
+    for command, doc in commands.items():
+        assert set(doc) == expected[command], (command, sorted(doc))
+    assert commands["output"]["found"] is True and "talkative" in str(commands["output"]["output"])
