@@ -77,6 +77,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     command: Command = globals()[f"cmd_{args.command}"]
+    if any(db.url.dialect == "redis" for db in config.databases.values()):
+        from lockconsole.backends.redis.lock import redis_client_module
+
+        redis_client_module()  # a missing extra is said before anything is read: exit 2
     with Console(config, read_only=args.read_only) as console:
         return command(console, args)
 
@@ -133,7 +137,7 @@ def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
         from lockconsole.cli.tables import show
 
         show(listings.audit(entries, errors), fmt, no_headers=args.no_headers)
-    return 1 if errors else 0
+    return EXIT_UNREAD if errors else 0
 
 
 def _moment(option: str, text: str | None) -> datetime | None:
@@ -297,7 +301,8 @@ def cmd_check(console: ConsoleFacade, args: argparse.Namespace) -> int:
         from lockconsole.cli.tables import show
 
         show(listings.alerts(snap, problems), fmt, no_headers=args.no_headers)
-    return EXIT_ALERTS if problems or snap.errors else 0
+    # a database not read is unknown (5) rather than an alert: a monitor tells the two apart
+    return EXIT_UNREAD if snap.errors else (EXIT_ALERTS if problems else 0)
 
 
 def _confirm(holder: Holder) -> bool:

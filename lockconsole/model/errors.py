@@ -35,6 +35,10 @@ class UsageError(ConfigError):
     """A command-line argument is wrong."""
 
 
+class MissingExtra(ConfigError):
+    """An optional part of lockconsole is not installed: the message names the extra."""
+
+
 class LedgerDenied(ConfigError):
     """The run ledger refused a statement for a missing privilege: permanent, never retried."""
 

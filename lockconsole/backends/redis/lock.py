@@ -33,7 +33,7 @@ from lockconsole.backends import LockBase
 from lockconsole.backends.connect import close_quietly, first_line
 from lockconsole.backends.redis import fencing
 from lockconsole.config.urls import scrub
-from lockconsole.model.errors import DatabaseError
+from lockconsole.model.errors import DatabaseError, MissingExtra
 from lockconsole.model.jobs import Database, DatabaseURL, Job
 
 DEFAULT_MAX_DURATION = timedelta(hours=1)
@@ -95,6 +95,18 @@ def shedlock_value(host: str, now: datetime | None = None) -> str:
     return f"ADDED:{stamp[:-6]}Z@{host}:{uuid.uuid4()}"
 
 
+def redis_client_module() -> Any:
+    """The redis-py module; MissingExtra (exit 2) naming the extra when it is not installed."""
+    try:
+        import redis
+    except ImportError:  # depends on the installed extras (tests/test_exit_codes.py hides it)
+        raise MissingExtra(
+            "the redis strategy and Redis databases need the redis client: "
+            "pip install 'lockconsole[redis]'"
+        ) from None
+    return redis
+
+
 def client_for(
     url: DatabaseURL,
     *,
@@ -102,13 +114,7 @@ def client_for(
     read_timeout: float = READ_TIMEOUT,
 ) -> Any:
     """A redis-py client for `url` (bytes in and out, every wait bounded)."""
-    try:
-        import redis
-    except ImportError:  # pragma: no cover - depends on the installed extras
-        raise DatabaseError(
-            f"{url.masked}: the redis strategy needs the redis client: "
-            "pip install 'lockconsole[redis]'"
-        ) from None
+    redis = redis_client_module()
     return redis.Redis.from_url(
         url.raw,
         socket_connect_timeout=connect_timeout,

@@ -1,0 +1,136 @@
+"""One table of exit codes for every command, under every fault (README: Exit codes).
+
+Each command runs as a real process against a database that is down (nothing listens), one
+that is hung (a listener of the test's own accepts the connection and never answers), a bad
+configuration, and a missing extra (its package made unimportable for that process only). A
+database not read is 5, never 0 or 1; bad input is 2; every failure is said on stderr without
+a traceback.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+COMMANDS = {
+    "locks": ["locks"],
+    "history": ["history"],
+    "check": ["check", "--no-duplicates"],
+    "audit": ["audit"],
+    "run": ["run", "j"],
+    "pause": ["pause", "j", "--note", "x"],
+    "resume": ["resume", "j"],
+    "output": ["output", "1"],
+    "request": ["request", "j"],
+}
+HUNG = ("locks", "history", "check", "audit", "run", "output")  # each waits for its timeout
+
+
+@pytest.fixture(scope="module")
+def hung_port() -> Iterator[int]:
+    """A port whose listener accepts every connection and never says a word."""
+    server = socket.create_server(("127.0.0.1", 0))
+    kept: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                kept.append(server.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in kept:
+        conn.close()
+    server.close()
+
+
+def _config(tmp_path: Path, url: str, extra: str = "") -> Path:
+    path = tmp_path / "lockconsole.toml"
+    path.write_text(
+        '[console]\nconnect_timeout = "1s"\nstatement_timeout = "2s"\n'
+        f'[databases.main]\nurl = "{url}"\n'
+        '[jobs.j]\nstrategy = "pg-session"\ncommand = ["true"]\n' + extra
+    )
+    return path
+
+
+def _lockconsole(
+    config: Path, words: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
+        capture_output=True, text=True, env=env, timeout=90, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _said_plainly(out: subprocess.CompletedProcess[str], command: str) -> None:
+    assert "Traceback" not in out.stderr + out.stdout, out.stderr
+    # check lists a database it could not read as a row of its own (database_error)
+    said = out.stderr + (out.stdout if command == "check" else "")
+    named = "main" in said or "127.0.0.1" in said  # by its name or its (masked) URL
+    assert named and ("connection" in said or "no answer" in said), said
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_database_that_is_down_is_exit_5(command, tmp_path, cli_env) -> None:  # type: ignore[no-untyped-def]
+    config = _config(tmp_path, "postgresql://postgres@127.0.0.1:1/test")
+    out = _lockconsole(config, COMMANDS[command], cli_env)
+    assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
+    _said_plainly(out, command)
+
+
+@pytest.mark.parametrize("command", HUNG)
+def test_a_database_that_hangs_is_exit_5(command, tmp_path, cli_env, hung_port) -> None:  # type: ignore[no-untyped-def]
+    config = _config(tmp_path, f"postgresql://postgres@127.0.0.1:{hung_port}/test")
+    out = _lockconsole(config, COMMANDS[command], cli_env)
+    assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
+    _said_plainly(out, command)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_bad_configuration_is_exit_2_in_one_line(command, tmp_path, cli_env, pg_url) -> None:  # type: ignore[no-untyped-def]
+    config = _config(tmp_path, pg_url, "[jobs.j.idempotency]\ntable = 7\n")
+    out = _lockconsole(config, COMMANDS[command], cli_env)
+    assert out.returncode == 2, (command, out.returncode, out.stderr)
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_a_missing_extra_is_exit_2_naming_it(tmp_path, cli_env, pg_url) -> None:  # type: ignore[no-untyped-def]
+    """The redis client and prometheus_client made unimportable: `run` of a redis job, `locks`
+    on a Redis database and `metrics` each name the extra to install, exit 2."""
+    shims = tmp_path / "shims"
+    for name in ("redis", "prometheus_client"):
+        (shims / name).mkdir(parents=True)
+        (shims / name / "__init__.py").write_text(
+            f'raise ImportError("No module named {name!r}")\n'
+        )
+    env = {**cli_env, "PYTHONPATH": str(shims)}
+    config = tmp_path / "redis.toml"
+    config.write_text(
+        f'[lockconsole]\nledger_database = "main"\n[databases.main]\nurl = "{pg_url}"\n'
+        '[databases.cache]\nurl = "redis://127.0.0.1:6379/0"\n'
+        '[jobs.r]\ndatabase = "cache"\nstrategy = "redis"\ncommand = ["true"]\n'
+    )
+    for words, extra in (
+        (["run", "r"], "lockconsole[redis]"),
+        (["locks"], "lockconsole[redis]"),
+        (["metrics", "--textfile", str(tmp_path / "m.prom")], "lockconsole[metrics]"),
+    ):
+        out = _lockconsole(config, words, env)
+        assert out.returncode == 2, (words, out.returncode, out.stdout, out.stderr)
+        assert extra in out.stderr and "Traceback" not in out.stderr, (words, out.stderr)
