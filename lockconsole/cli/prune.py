@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="attempts per batch, each its own short transaction (default 5000)",
+        help="attempts per batch, each its own short transaction (default 2000)",
     )
     p.set_defaults(handler=run)
 
@@ -107,6 +107,7 @@ def report_json(report: Any) -> dict[str, Any]:
         "summaries": report.summaries,
         "kept_with_newer_slot": report.kept,
         "batches": report.batches,
+        "largest_batch_rows": report.largest_batch,
         "elapsed_s": round(report.elapsed, 6),
         "longest_batch_s": round(report.longest_batch, 6),
         "longest_lock_s": round(report.longest_lock, 6),

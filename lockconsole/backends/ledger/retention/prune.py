@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockconsole.backends import sqlfiles
@@ -33,7 +33,7 @@ from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Run
 from lockconsole.model.keys import name_to_int64
 
-BATCH = 5_000  # attempts per batch (a batch grows by the rest of its last slots' attempts)
+BATCH = 2_000  # attempts per batch (a batch grows by the rest of its last slots' attempts)
 LOCK_NAME = "lockconsole_prune"
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
@@ -54,6 +54,7 @@ class PruneReport:
     elapsed: float = 0.0  # seconds, the whole prune
     longest_batch: float = 0.0  # seconds: one batch, its reads and its transaction
     longest_lock: float = 0.0  # seconds: one batch's write transaction, BEGIN to COMMIT
+    largest_batch: int = 0  # attempts one batch deleted (or, dry, would delete)
     batch_seconds: list[float] = field(default_factory=list)
     busy: bool = False  # another prune of this database was running: nothing was done
     stopped: bool = False  # asked to stop between batches
@@ -96,10 +97,10 @@ class _Pruner:
             finally:
                 cur.close()
 
-    def listed(self, values: list[Any]) -> Any:
-        """A list parameter as the dialect's statement takes it (see the query files)."""
-        if self.dialect == "postgresql":
-            return values
+    def listed(self, values: list[int]) -> Any:
+        """A list of ids as the dialect's statement takes it (see the query files)."""
+        if self.dialect == "postgresql":  # an array literal: dumped as one string, cast in SQL
+            return "{" + ",".join(str(int(v)) for v in values) + "}"
         if self.dialect == "mysql":
             return tuple(values)
         return json.dumps(values)
@@ -114,25 +115,24 @@ class _Pruner:
         params = {"key": name_to_int64(LOCK_NAME), "name": LOCK_NAME}
         return bool(self.sql("try_prune_lock", params, lambda cur: cur.fetchone()[0]))
 
-    def attempts(
-        self, batch: list[tuple[int, str, datetime]]
-    ) -> dict[tuple[str, datetime], list[Run]]:
-        """Every attempt of the batch's slots, by (job, slot): one query per job."""
-        slots: dict[str, set[datetime]] = {}
-        for _, job, slot in batch:
-            slots.setdefault(job, set()).add(slot)
-        found: dict[tuple[str, datetime], list[Run]] = {}
-        for job, wanted in slots.items():
-            params = {"job": job, "slots": self.listed([self.db(s) for s in sorted(wanted)])}
-            for row in self.sql("select_slot_attempts", params, lambda cur: cur.fetchall()):
-                run = to_run(row)
-                found.setdefault((run.job, run.slot), []).append(run)
-        return found
+    def aware(self) -> Callable[[Any], Any]:
+        """A stored time as an aware UTC datetime, the cheapest way for this dialect."""
+        if self.dialect == "postgresql":
+            return lambda value: value  # timestamptz: aware already
+        if self.dialect == "mysql":
+            return lambda value: None if value is None else value.replace(tzinfo=UTC)
+        return from_db
 
     def runs(self, cutoff: datetime, now: datetime, stop: Callable[[], bool]) -> None:
-        """Every batch of old attempts, until none is left (or `stop()` says so)."""
+        """Every batch of old attempts, until none is left (or `stop()` says so).
+
+        One statement reads a batch and every attempt of its slots; the batch is the first
+        `batch_size` of those after the keyset and before the cutoff (a slot's other attempts
+        may come before or after it), in the order the statement's own batch takes them.
+        """
         after: Any = self.db(_EPOCH)
         after_id = 0
+        aware = self.aware()
         while not stop():
             began = time.perf_counter()
             params = {
@@ -142,11 +142,29 @@ class _Pruner:
                 "limit": self.batch_size,
             }
             rows = self.sql("select_prune_batch", params, lambda cur: cur.fetchall())
-            if not rows:
+            rows.sort(key=lambda row: (row[5], row[0]))
+            edge = (after, after_id)
+            batch = [r for r in rows if (r[5], r[0]) > edge and r[5] < params["cutoff"]]
+            batch = batch[: self.batch_size]
+            if not batch:
                 return
-            after, after_id = rows[-1][3], int(rows[-1][0])
-            batch = [(int(id_), job, from_db(slot) or _EPOCH) for id_, job, slot, _ in rows]
-            verdicts = judge(batch, self.attempts(batch), cutoff, now)
+            after, after_id = batch[-1][5], int(batch[-1][0])
+            attempts: dict[tuple[str, Any], list[Run]] = {}
+            for id_, job, slot, instance, outcome, started, finished in rows:
+                run = to_run(
+                    {
+                        "id": id_,
+                        "job": job,
+                        "slot": aware(slot),
+                        "instance": instance,
+                        "outcome": outcome,
+                        "started_at": aware(started),
+                        "finished_at": aware(finished),
+                    }
+                )
+                attempts.setdefault((job, slot), []).append(run)
+            ids = {int(r[0]) for r in batch}
+            verdicts = judge(((r[1], r[2]) for r in batch), attempts, ids, cutoff, now)
             self.report.kept += verdicts.kept
             if verdicts.ids:
                 self.write(verdicts.ids, verdicts.summaries)
@@ -154,7 +172,7 @@ class _Pruner:
             self.report.batches += 1
             self.report.batch_seconds.append(took)
             self.report.longest_batch = max(self.report.longest_batch, took)
-            if len(rows) < self.batch_size:
+            if len(batch) < self.batch_size:
                 return
         self.report.stopped = True
 
@@ -167,6 +185,7 @@ class _Pruner:
             )
             self.report.runs += len(ids)
             self.report.summaries += len(summaries)
+            self.report.largest_batch = max(self.report.largest_batch, len(ids))
             return
         rows = [{**vars(s), **{k: self.db(getattr(s, k)) for k in _TIMES}} for s in summaries]
         began = time.perf_counter()
@@ -183,6 +202,7 @@ class _Pruner:
         self.report.outputs += int(outputs)
         self.report.runs += int(deleted)
         self.report.summaries += len(summaries)
+        self.report.largest_batch = max(self.report.largest_batch, int(deleted))
 
     def rollback(self) -> None:
         try:

@@ -9,17 +9,18 @@ slot is ever judged from part of its attempts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from lockconsole.backends.ledger.times import from_db
-from lockconsole.model.jobs import RUN_COLUMNS, Run
+from lockconsole.model.fast import construct
+from lockconsole.model.jobs import Run
 from lockconsole.model.verdict import overlap_seconds, slot_status
 
-COLUMNS = tuple(column.name for column in RUN_COLUMNS)
-_TIMES = tuple(column.name for column in RUN_COLUMNS if column.type == "time")
+# the columns a slot's verdict reads (select_prune_batch.sql); a Run's others are placeholders
+COLUMNS = ("id", "job", "slot", "instance", "outcome", "started_at", "finished_at")
+_BLANK = {f.name: f.default for f in fields(Run)} | {"host": "", "pid": 0, "trigger": "scheduled"}
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,9 @@ class Verdicts:
     kept: int = 0  # attempts before the cutoff kept: their slot has an attempt after it
 
 
-def to_run(row: Sequence[Any]) -> Run:
-    """A driver row of `{run_columns}` as a Run (times aware UTC)."""
-    values = dict(zip(COLUMNS, row, strict=True))
-    for name in _TIMES:
-        values[name] = from_db(values[name])
-    return Run(**values)
+def to_run(values: dict[str, Any]) -> Run:
+    """A Run of the COLUMNS in `values` (times aware), for judging: built without __init__."""
+    return construct(Run, _BLANK | values)
 
 
 def summarize(job: str, slot: datetime, runs: Sequence[Run], now: datetime) -> SlotSummary:
@@ -71,21 +69,20 @@ def summarize(job: str, slot: datetime, runs: Sequence[Run], now: datetime) -> S
 
 
 def judge(
-    batch: Iterable[tuple[int, str, datetime]],
-    attempts: Mapping[tuple[str, datetime], Sequence[Run]],
+    slots: Iterable[tuple[str, Any]],
+    attempts: Mapping[tuple[str, Any], Sequence[Run]],
+    ids: Set[int],
     cutoff: datetime,
     now: datetime,
 ) -> Verdicts:
-    """Judge each slot of `batch` ((id, job, slot) rows) from all of its `attempts`.
+    """Judge each (job, slot) of a batch (`ids`: its attempts) from all of its `attempts`.
 
     A slot belongs to the batch that holds its first attempt: a later batch that meets the
     rest of it (a dry run deletes nothing) leaves it alone, so nothing is counted twice.
     """
-    rows = list(batch)
-    ids = {row[0] for row in rows}
     found = Verdicts()
-    for job, slot in dict.fromkeys((job, slot) for _, job, slot in rows):
-        runs = attempts.get((job, slot), ())
+    for key in dict.fromkeys(slots):
+        runs = attempts.get(key, ())
         if not runs:  # another prune took it meanwhile
             continue
         if any(r.started_at >= cutoff for r in runs):
@@ -94,7 +91,6 @@ def judge(
         if min(runs, key=lambda r: (r.started_at, r.id or 0)).id not in ids:
             continue  # judged with the batch that held its first attempt
         found.ids.extend(int(r.id) for r in runs if r.id is not None)
-        summary = summarize(job, slot, runs, now)
-        if summary.status != "ok":
-            found.summaries.append(summary)
+        if slot_status(runs, now) != "ok":
+            found.summaries.append(summarize(key[0], runs[0].slot, runs, now))
     return found
