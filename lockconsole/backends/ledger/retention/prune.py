@@ -141,7 +141,7 @@ class _Pruner:
                 "after_id": after_id,
                 "limit": self.batch_size,
             }
-            rows = self.sql("select_prune_batch", params, lambda cur: cur.fetchall())
+            rows = list(self.sql("select_prune_batch", params, lambda cur: cur.fetchall()))
             rows.sort(key=lambda row: (row[5], row[0]))
             edge = (after, after_id)
             batch = [r for r in rows if (r[5], r[0]) > edge and r[5] < params["cutoff"]]
