@@ -27,6 +27,7 @@ FIGURES = (
     "ledger",
     "lock_loss",
     "request_pickup",
+    "prune",
 )
 
 

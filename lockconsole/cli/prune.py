@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="attempts per batch, each its own short transaction (default 2000)",
+        help="attempts per batch, each its own short transaction (default 1000)",
     )
     p.set_defaults(handler=run)
 

@@ -33,7 +33,7 @@ from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Run
 from lockconsole.model.keys import name_to_int64
 
-BATCH = 2_000  # attempts per batch (a batch grows by the rest of its last slots' attempts)
+BATCH = 1_000  # attempts per batch (a batch grows by the rest of its last slots' attempts)
 LOCK_NAME = "lockconsole_prune"
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
