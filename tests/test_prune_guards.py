@@ -98,6 +98,19 @@ def test_a_bad_retention_is_one_line_and_exit_2(
     assert filled_pg.count("lockconsole_runs") == 3_300
 
 
+def test_config_shows_the_retention(write_config: Any, cli_env: dict[str, str]) -> None:
+    import json
+
+    config = write_config(config_text("sqlite:////tmp/unused.db", retention="90d"))
+    done = prune_cli(config, cli_env, "config", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["retention_s"] == 90 * 86400
+    done = prune_cli(
+        write_config(config_text("sqlite:////tmp/unused.db", None)), cli_env, "config", "--json"
+    )
+    assert json.loads(done.stdout)["retention_s"] is None
+
+
 def test_without_a_retention_prune_asks_for_one(
     filled_pg: Plain, write_config: Any, cli_env: dict[str, str]
 ) -> None:

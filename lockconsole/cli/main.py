@@ -199,6 +199,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "path": config.path,
         "databases": {n: d.url.masked for n, d in config.databases.items()},
         "ledger_database": config.ledger_database,
+        "retention_s": config.retention.total_seconds() if config.retention else None,
         "jobs": {
             name: {
                 "database": job.database,
