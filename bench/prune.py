@@ -146,7 +146,9 @@ def run() -> list[Row]:
             None,
             "s",
             limit=LOCK_LIMIT,
-            note=f"longest batch with its reads {report.longest_batch * 1000:.0f} ms",
+            note=f"median {_q(report.lock_seconds, 0.5)} ms, 99th percentile "
+            f"{_q(report.lock_seconds, 0.99)} ms; longest batch with its reads "
+            f"{report.longest_batch * 1000:.0f} ms",
         ),
         Row(
             "prune: longest run-path ledger write meanwhile (record + finish)",
@@ -158,6 +160,12 @@ def run() -> list[Row]:
             f"the longest of {len(baseline)} of the same writes just before, without a prune",
         ),
     ]
+
+
+def _q(values: list[float], q: float) -> str:
+    """The `q` quantile of `values` in ms."""
+    ordered = sorted(values)
+    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.0f}" if ordered else "-"
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ class PruneReport:
     longest_lock: float = 0.0  # seconds: one batch's write transaction, BEGIN to COMMIT
     largest_batch: int = 0  # attempts one batch deleted (or, dry, would delete)
     batch_seconds: list[float] = field(default_factory=list)
+    lock_seconds: list[float] = field(default_factory=list)  # each batch's write transaction
     busy: bool = False  # another prune of this database was running: nothing was done
     stopped: bool = False  # asked to stop between batches
 
@@ -198,7 +199,9 @@ class _Pruner:
         except BaseException:
             self.rollback()
             raise
-        self.report.longest_lock = max(self.report.longest_lock, time.perf_counter() - began)
+        held = time.perf_counter() - began
+        self.report.lock_seconds.append(held)
+        self.report.longest_lock = max(self.report.longest_lock, held)
         self.report.outputs += int(outputs)
         self.report.runs += int(deleted)
         self.report.summaries += len(summaries)
