@@ -30,6 +30,7 @@ FIGURES = (
     "request_pickup",
     "ledger_size",
     "metrics",
+    "prune",
 )
 
 

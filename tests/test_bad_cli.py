@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "metrics",
     "init",
     "completion",
+    "prune",
 )
 
 

@@ -30,7 +30,8 @@ RUN_PATH_COMMANDS = ("run", "schedule")  # their parser is built without the oth
 # refused under --read-only before any configuration is read or any connection is opened.
 MUTATING_COMMANDS = ("run", "schedule", "release", "demo", "pause", "resume", "request")
 READ_ONLY_HELP = (
-    "refuse every mutation (run, schedule, release, pause, resume, demo, the console's actions)"
+    "refuse every mutation (run, schedule, release, pause, resume, demo, prune without "
+    "--dry-run, the console's actions)"
 )
 
 
@@ -88,12 +89,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def _add_plugged(sub: argparse._SubParsersAction, parser: argparse.ArgumentParser) -> None:
     """Commands in modules of their own: each sets its `handler` default."""
     from lockconsole.cli import completion
+    from lockconsole.cli import prune as cli_prune
     from lockconsole.metrics import command as metrics_command
     from lockconsole.starter import command as init_command
 
     metrics_command.add_parser(sub)
     init_command.add_parser(sub)
     completion.add_parser(sub, parser)
+    cli_prune.add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -196,6 +199,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "path": config.path,
         "databases": {n: d.url.masked for n, d in config.databases.items()},
         "ledger_database": config.ledger_database,
+        "retention_s": config.retention.total_seconds() if config.retention else None,
         "jobs": {
             name: {
                 "database": job.database,

@@ -38,7 +38,7 @@ from lockconsole.config.checks import (  # noqa: F401  (re-exported: public name
 from lockconsole.config.keymap import check_keymap
 from lockconsole.config.lines import locate
 from lockconsole.config.search import SEARCH_ORDER_HELP, find_config  # noqa: F401  (public here too)
-from lockconsole.config.settings import ConsoleSettings, parse_console
+from lockconsole.config.settings import ConsoleSettings, parse_console, parse_ledger
 from lockconsole.config.urls import expand_env, parse_url
 from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
@@ -51,7 +51,7 @@ STRATEGY_DIALECTS = {
     "lease": ("postgresql", "mysql", "sqlite"),
     "redis": ("redis",),
 }
-_TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys"}
+_TOP_KEYS = {"lockconsole", "databases", "jobs", "console", "keys", "ledger"}
 _SETTINGS_KEYS = {"ledger_database", "instance"}
 _DATABASE_KEYS = {"url", "scan_prefixes"}
 _JOB_KEYS = {
@@ -73,6 +73,7 @@ class Config:
     instance: str | None = None
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     keymap: Mapping[str, str] = field(default_factory=dict)
+    retention: timedelta | None = None  # [ledger] retention: None keeps every row
 
     def job(self, name: str) -> Job:
         try:
@@ -187,7 +188,13 @@ class _Builder:
         if not isinstance(keymap, dict):
             raise self.error((), "keys", 'must be a table of action = "key"')
         check_keymap(keymap, lambda action, msg: self.error(("keys",), action, msg))
-        return Config(self.path, databases, jobs, ledger, instance, console_settings, keymap)
+        raw_ledger = self.table(data.get("ledger", {}), ("ledger",), {"retention"})
+        retention = parse_ledger(
+            raw_ledger, lambda k, msg: self.error(("ledger",), k, msg), console_settings.lookback
+        )
+        return Config(
+            self.path, databases, jobs, ledger, instance, console_settings, keymap, retention
+        )
 
     def databases(self, raw: object) -> dict[str, Database]:
         if not isinstance(raw, dict):

@@ -1,4 +1,5 @@
-"""The [console] section: how often to refresh and what counts as stale, missed or recent."""
+"""The [console] section: how often to refresh and what counts as stale, missed or recent; and
+the [ledger] section: how long the run ledger keeps its rows."""
 
 from __future__ import annotations
 
@@ -68,3 +69,38 @@ def parse_console(
             allowed = ", ".join((*_DURATIONS, "history_limit", "timezone"))
             raise error(key, f"unknown key (allowed: {allowed})")
     return ConsoleSettings(**values)
+
+
+def parse_ledger(
+    raw: Mapping[str, object], error: Callable[[str, str], Exception], lookback: timedelta
+) -> timedelta | None:
+    """[ledger] retention (None: keep every row); `error(key, message)` builds the ConfigError."""
+    for key in raw:
+        if key != "retention":
+            raise error(key, "unknown key (allowed: retention)")
+    if "retention" not in raw:
+        return None
+    try:
+        retention = check_retention(raw["retention"], lookback)
+    except ValueError as exc:
+        raise error("retention", str(exc)) from None
+    return retention
+
+
+def check_retention(value: object, lookback: timedelta) -> timedelta:
+    """A retention (or `prune --older-than`): a duration no shorter than [console] lookback,
+    which would erase attempts of slots that `check` and the console still judge."""
+    retention = parse_duration(value)
+    if retention < lookback:
+        raise ValueError(
+            f"{value!r} is shorter than [console] lookback ({_days(lookback)}): it would prune "
+            "slots that check and the console still judge"
+        )
+    return retention
+
+
+def _days(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    if seconds % 86400 == 0:
+        return f"{int(seconds // 86400)}d"
+    return f"{int(seconds // 3600)}h" if seconds % 3600 == 0 else f"{seconds:g}s"

@@ -7,6 +7,11 @@ stop() (SIGTERM, SIGINT) reaches every attempt at whatever step it is: one still
 trying the lock gives up, one holding the lock records a failure and never starts its job, a
 running job gets SIGTERM then SIGKILL after stop_grace. run_forever() returns within the
 longest stop_grace + EXIT_SLACK seconds of the stop, whatever the attempts were doing.
+
+With `[ledger] retention` set, a thread of its own prunes the ledgers of these jobs
+`PRUNE_FIRST` seconds after the start and then every `PRUNE_EVERY` seconds, off the firings'
+path: audited, in short batches, stopped between two batches by stop(). Across a fleet one
+prune of a ledger runs at a time (the prune's own lock); the others find nothing left to do.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lockconsole.engine.scheduler")
 EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record and release
+PRUNE_FIRST = 600.0  # seconds after the start: the first daily prune (not while starting up)
+PRUNE_EVERY = 86400.0  # seconds between two daily prunes
 
 
 class Scheduler:
@@ -44,8 +51,11 @@ class Scheduler:
         *,
         instance: str,
         clock: Callable[[], datetime] = utcnow,
+        prune_first: float = PRUNE_FIRST,
+        prune_every: float = PRUNE_EVERY,
     ) -> None:
         self.config = config
+        self.prune_first, self.prune_every = prune_first, prune_every
         self.jobs = [j for j in jobs if j.schedule]
         self.instance = instance
         self.clock = clock
@@ -106,6 +116,12 @@ class Scheduler:
         if not self.jobs:
             log.warning("no job with a schedule to fire")
         import_run_path(self.config, self.jobs)
+        pruner = None
+        if self.config.retention is not None and self.jobs:
+            pruner = threading.Thread(
+                target=self._prune_daily, daemon=True, name="lockconsole-prune"
+            )
+            start_quiet(pruner)
         started = self.clock()
         due = {job.name: next_fire(job, started) for job in self.jobs}
         log.info("scheduler started instance=%s jobs=%s", self.instance, ",".join(due))
@@ -125,9 +141,32 @@ class Scheduler:
             self._nap(max(0.01, min(wait, 1.0)))
         # After --for, runs in flight finish; after stop() or a signal they were told to stop.
         self._wait_for_runs()
+        if pruner is not None:  # stopped between two batches; a batch is short
+            pruner.join(EXIT_SLACK)
         self.sessions.close_all()
         log.info("scheduler stopped instance=%s", self.instance)
         return 0
+
+    def _prune_daily(self) -> None:
+        """Prune the ledgers of these jobs now and then (see the module's docstring)."""
+        from lockconsole.backends.ledger.retention.fleet import Actor, audited_prune
+
+        retention = self.config.retention
+        assert retention is not None
+        ledgers = {
+            self.config.ledger_for(job).name: self.config.ledger_for(job) for job in self.jobs
+        }
+        actor = Actor("schedule", self.instance)
+        wait = self.prune_first
+        while not self.stopping.wait(wait):
+            wait = self.prune_every
+            for name, database in sorted(ledgers.items()):
+                try:
+                    report = audited_prune(database, actor, retention, stop=self.stopping.is_set)
+                except Exception as exc:  # the next day tries again; the firings go on
+                    log.error("daily prune of ledger %s: %s", name, exc)
+                    continue
+                log.info("daily prune of ledger %s: %s", name, report.line())
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stop(f"stopped by {signal.Signals(signum).name}", signum)
@@ -240,3 +279,10 @@ def import_run_path(config: Config, jobs: Sequence[Job]) -> None:
     if any(config.ledger_for(job).url.dialect == "sqlite" for job in jobs):
         importlib.import_module("sqlalchemy")
         importlib.import_module("sqlalchemy.dialects.sqlite")
+    if config.retention is not None and jobs:  # the daily prune's thread creates tables, audits
+        importlib.import_module("lockconsole.backends.ledger.retention.fleet")
+        importlib.import_module("lockconsole.backends.sa")
+        drivers = {"postgresql": "psycopg", "mysql": "pymysql", "sqlite": "pysqlite"}
+        for dialect in {config.ledger_for(job).url.dialect for job in jobs}:
+            importlib.import_module(f"sqlalchemy.dialects.{dialect}.{drivers[dialect]}")
+        importlib.import_module("lockconsole.backends.ledger.schema").schema()

@@ -1,5 +1,6 @@
 """The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output,
-requests, and the fencing tokens the ledger issues for locks whose store can forget them.
+requests, the fencing tokens the ledger issues for locks whose store can forget them, and the
+summaries of pruned slots that were not plain ok (retention/).
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -17,6 +18,7 @@ CONTROLS_TABLE = "lockconsole_controls"  # one row per paused job
 REQUESTS_TABLE = "lockconsole_requests"  # runs asked of the fleet, and how they went
 OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
 FENCING_TABLE = "lockconsole_fencing"  # per lock: the highest fencing token the ledger issued
+SUMMARY_TABLE = "lockconsole_slot_summaries"  # per pruned slot that was not plain ok: its verdict
 
 
 @cache
@@ -26,6 +28,7 @@ def schema() -> tuple[Any, Any]:
         BigInteger,
         Column,
         DateTime,
+        Float,
         Index,
         Integer,
         MetaData,
@@ -120,6 +123,19 @@ def schema() -> tuple[Any, Any]:
         metadata,
         Column("lock_id", String(255), primary_key=True),
         Column("token", BigInteger, nullable=False),
+    )
+    Table(
+        SUMMARY_TABLE,
+        metadata,
+        Column("job", String(128), primary_key=True),
+        Column("slot", UTCDateTime, primary_key=True),
+        Column("status", String(16), nullable=False),  # verdict.slot_status of its attempts
+        Column("attempts", Integer, nullable=False),
+        Column("instances", Integer, nullable=False),  # distinct instances that attempted it
+        Column("overlap_seconds", Float, nullable=False),  # verdict.overlap_seconds
+        Column("first_started_at", UTCDateTime, nullable=False),
+        Column("last_finished_at", UTCDateTime),
+        Column("pruned_at", UTCDateTime, nullable=False),  # the server's time of the prune
     )
     return metadata, table
 

@@ -1,0 +1,3 @@
+-- Prune: the listed attempts (by their key), in the batch's transaction.
+DELETE FROM lockconsole_runs
+WHERE id IN %(ids)s
