@@ -1,6 +1,6 @@
 """One table of exit codes for every command, under every fault (README: Exit codes).
 
-Each command runs as a real process against a database that is down (nothing listens), one
+Each command runs as a real process, on PostgreSQL and on MariaDB, against a database that is down (nothing listens), one
 that is hung (a listener of the test's own accepts the connection and never answers), a bad
 configuration, and a missing extra (its package made unimportable for that process only). A
 database not read is 5, never 0 or 1; bad input is 2; every failure is said on stderr without
@@ -61,12 +61,17 @@ def hung_port() -> Iterator[int]:
 
 def _config(tmp_path: Path, url: str, extra: str = "") -> Path:
     path = tmp_path / "lockconsole.toml"
+    strategy = "mysql" if url.startswith("mysql") else "pg-session"
     path.write_text(
         '[console]\nconnect_timeout = "1s"\nstatement_timeout = "2s"\n'
         f'[databases.main]\nurl = "{url}"\n'
-        '[jobs.j]\nstrategy = "pg-session"\ncommand = ["true"]\n' + extra
+        f'[jobs.j]\nstrategy = "{strategy}"\ncommand = ["true"]\n' + extra
     )
     return path
+
+
+SCHEMES = {"postgresql": "postgresql://postgres@127.0.0.1:{port}/test",
+           "mysql": "mysql://root@127.0.0.1:{port}/test"}  # fmt: skip
 
 
 def _lockconsole(
@@ -83,20 +88,23 @@ def _said_plainly(out: subprocess.CompletedProcess[str], command: str) -> None:
     # check lists a database it could not read as a row of its own (database_error)
     said = out.stderr + (out.stdout if command == "check" else "")
     named = "main" in said or "127.0.0.1" in said  # by its name or its (masked) URL
-    assert named and ("connection" in said or "no answer" in said), said
+    why = said.lower()
+    assert named and any(w in why for w in ("connect", "no answer", "timeout", "timed out")), said
 
 
+@pytest.mark.parametrize("dialect", sorted(SCHEMES))
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_database_that_is_down_is_exit_5(command, tmp_path, cli_env) -> None:  # type: ignore[no-untyped-def]
-    config = _config(tmp_path, "postgresql://postgres@127.0.0.1:1/test")
+def test_a_database_that_is_down_is_exit_5(command, dialect, tmp_path, cli_env) -> None:  # type: ignore[no-untyped-def]
+    config = _config(tmp_path, SCHEMES[dialect].format(port=1))
     out = _lockconsole(config, COMMANDS[command], cli_env)
     assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
     _said_plainly(out, command)
 
 
+@pytest.mark.parametrize("dialect", sorted(SCHEMES))
 @pytest.mark.parametrize("command", HUNG)
-def test_a_database_that_hangs_is_exit_5(command, tmp_path, cli_env, hung_port) -> None:  # type: ignore[no-untyped-def]
-    config = _config(tmp_path, f"postgresql://postgres@127.0.0.1:{hung_port}/test")
+def test_a_database_that_hangs_is_exit_5(command, dialect, tmp_path, cli_env, hung_port) -> None:  # type: ignore[no-untyped-def]
+    config = _config(tmp_path, SCHEMES[dialect].format(port=hung_port))
     out = _lockconsole(config, COMMANDS[command], cli_env)
     assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
     _said_plainly(out, command)

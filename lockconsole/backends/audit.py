@@ -18,12 +18,15 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockconsole.config.urls import redact, scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database
 from lockconsole.model.slots import utcnow
+
+if TYPE_CHECKING:
+    from lockconsole.backends.connect import Timeouts
 
 log = logging.getLogger("lockconsole.backends.audit")
 TABLE = "lockconsole_audit"
@@ -98,7 +101,12 @@ class AuditLog:
     """Audit rows in one database's `lockconsole_audit` table (created on first use)."""
 
     def __init__(
-        self, database: Database, *, job: str | None = None, read_only: bool = False
+        self,
+        database: Database,
+        *,
+        job: str | None = None,
+        read_only: bool = False,
+        timeouts: Timeouts | None = None,
     ) -> None:
         from sqlalchemy import MetaData
 
@@ -107,7 +115,7 @@ class AuditLog:
         self.database = database
         self.job = job  # written into every row begun here
         self.read_only = read_only  # reads what exists: never creates the table
-        self.engine = engine_for(database.url, dedicated=True)
+        self.engine = engine_for(database.url, dedicated=True, timeouts=timeouts)
         self.table = _table(MetaData())
         self._created = False
 

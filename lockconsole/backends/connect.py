@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pymysql.cursors import Cursor
 
 CONNECT_TIMEOUT = 10  # seconds
+# PyMySQL bounds only the TCP connect by connect_timeout: the server's greeting, and every
+# statement, wait as long as read_timeout says, forever by default. A peer that accepts and never
+# answers (a hung server, a proxy) must not hang a command: this bounds what no caller bounds.
+MYSQL_IO_TIMEOUT = 60  # seconds
 _UNSUPPORTED_OPTIONS = "unsupported startup parameter"  # PgBouncer without options ignored
 PREPARE_THRESHOLD = 5  # psycopg's default: a statement run this often on a connection is prepared
 
@@ -166,10 +170,8 @@ def connect_mysql(
         "connect_timeout": connect_timeout,
         "charset": query.get("charset", "utf8mb4"),
     }
-    if read_timeout:
-        kwargs["read_timeout"] = read_timeout
-    if write_timeout:
-        kwargs["write_timeout"] = write_timeout
+    kwargs["read_timeout"] = read_timeout or MYSQL_IO_TIMEOUT
+    kwargs["write_timeout"] = write_timeout or MYSQL_IO_TIMEOUT
     if "unix_socket" in query:
         kwargs["unix_socket"] = query["unix_socket"]
     kwargs.update(driver_options(url.query))  # TLS and option files (config/mysql_params.py)
@@ -194,12 +196,15 @@ def connect_sqlite(url: DatabaseURL) -> sqlite3.Connection:
     return conn
 
 
-def connect(url: DatabaseURL, *, application_name: str = "lockconsole") -> Any:
-    """A raw DB-API connection in autocommit mode, for whichever dialect the URL names."""
+def connect(
+    url: DatabaseURL, *, application_name: str = "lockconsole", timeouts: Timeouts | None = None
+) -> Any:
+    """A raw DB-API connection in autocommit mode, for whichever dialect the URL names
+    (`timeouts`, the console's, bound a MySQL connection's handshake and statements too)."""
     if url.dialect == "postgresql":
         return connect_pg(url, application_name=application_name)
     if url.dialect == "mysql":
-        return connect_mysql(url)
+        return connect_mysql(url, **(timeouts.mysql_params() if timeouts else {}))
     return connect_sqlite(url)
 
 

@@ -58,9 +58,11 @@ def engine_for(
         if application_name:
             connect_args["application_name"] = application_name
     elif url.dialect == "mysql":
+        from lockconsole.backends.connect import MYSQL_IO_TIMEOUT
         from lockconsole.config.mysql_params import driver_options
 
-        connect_args = {"connect_timeout": 10, **driver_options(url.query)}
+        io = {"read_timeout": MYSQL_IO_TIMEOUT, "write_timeout": MYSQL_IO_TIMEOUT}
+        connect_args = {"connect_timeout": 10, **io, **driver_options(url.query)}
         if timeouts is not None:
             connect_args.update(timeouts.mysql_params())
     if dedicated:

@@ -198,9 +198,8 @@ class Console:
     def audit(
         self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
     ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
-        """Force-releases and triggers, newest first, from the audit table of every SQL
-        database of this configuration (each read once), and (database, error) for each
-        database that could not be read (one down hides no other)."""
+        """Force-releases and triggers, newest first, from every SQL database's audit table
+        (each read once), and (database, error) for each one that could not be read."""
         if job is not None:
             self.config.job(job)
         homes = {
@@ -210,9 +209,10 @@ class Console:
         }
         entries: list[AuditEntry] = []
         errors: list[tuple[str, str]] = []
+        bounds = self.connections.timeouts  # a hung database never hangs the read
         for name in sorted(homes):
             try:
-                log = AuditLog(homes[name], read_only=self.read_only)
+                log = AuditLog(homes[name], read_only=self.read_only, timeouts=bounds)
             except Exception as exc:  # a driver missing or a URL refused: that database only
                 errors.append((name, " ".join(str(exc).split())))
                 continue

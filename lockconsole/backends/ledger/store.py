@@ -84,15 +84,15 @@ class Ledger:
     def connection(self) -> Any:
         """The raw autocommit DB-API connection of the writes, opened on first use."""
         if self._conn is None:
-            self._conn = connect(self.url, application_name=self.application_name)
+            self._conn = connect(
+                self.url, application_name=self.application_name, timeouts=self.timeouts
+            )
             self._ports_seen = False
         return self._conn
 
     def borrow(self, conn: Any) -> None:
-        """Write on `conn` (an autocommit connection to this database that another object owns).
-
-        Does nothing when the ledger already has a connection of its own.
-        """
+        """Write on `conn` (an autocommit connection to this database that another object owns),
+        unless the ledger already has a connection of its own."""
         if self._conn is None:
             self._conn, self._borrowed = conn, True
             self._ports_seen = False
