@@ -1,10 +1,10 @@
 """One table of exit codes for every command, under every fault (README: Exit codes).
 
-Each command runs as a real process, on PostgreSQL and on MariaDB, against a database that is down (nothing listens), one
-that is hung (a listener of the test's own accepts the connection and never answers), a bad
-configuration, and a missing extra (its package made unimportable for that process only). A
-database not read is 5, never 0 or 1; bad input is 2; every failure is said on stderr without
-a traceback.
+Each command runs as a real process, on PostgreSQL and on MariaDB, against a database that is
+down (nothing listens), one that is hung (a listener of the test's own accepts the connection
+and never answers), a bad configuration, and a missing extra (its package made unimportable for
+that process only). A database not read is 5, never 0 or 1; bad input is 2; every failure is
+said without a traceback.
 """
 
 from __future__ import annotations
