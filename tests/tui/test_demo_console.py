@@ -25,7 +25,7 @@ NIGHT = 20  # the demo's default night: billing takes a quarter of it, the lock 
 
 @pytest.fixture
 def terminal(tmp_path: Path, uid: str) -> Iterator[Terminal]:
-    term = Terminal(f"lockconsole-demo-{uid}", tmp_path, size=(100, 30))
+    term = Terminal(f"lockconsole-demo-{uid}", tmp_path, size=(100, 44))
     yield term
     term.close()
 
@@ -134,10 +134,13 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
             break
         escape(terminal)
         terminal.press("Down")
-    flat = " ".join(screen.split())
     assert "invoice_reminders" in screen.splitlines()[0], screen
+    flat = " ".join(screen.split())
     assert "! STALE" in flat and "query" in flat and "advisory" in flat, screen
-    assert "x: Terminate PostgreSQL backend pid" in flat, screen
+    terminal.press("End")  # the body scrolls: its last line is the release hint
+    terminal.wait_screen(
+        lambda s: "x: Terminate PostgreSQL backend pid" in " ".join(s.split()), "the release hint"
+    )
 
     escape(terminal)
     terminal.press("q")
