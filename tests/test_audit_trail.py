@@ -227,3 +227,28 @@ def test_an_account_that_may_not_add_the_column_is_told_the_one_statement_its_ow
         with psycopg.connect(fresh_pg, autocommit=True) as admin:
             admin.execute(f"drop owned by {role}")
             admin.execute(f"drop role {role}")
+
+
+def test_an_audit_table_from_before_the_job_column_gains_it_and_names_the_job(
+    fresh_ledger: str, uid: str
+) -> None:
+    from lockconsole.backends.audit import TABLE as AUDIT
+    from lockconsole.backends.audit import Actor, AuditLog
+
+    database = Database("ledger", parse_url(fresh_ledger))
+    log = AuditLog(database)
+    try:
+        log.table.create(log.engine)
+        with log.engine.begin() as conn:  # the table as the release before the column made it
+            conn.exec_driver_sql(f"ALTER TABLE {AUDIT} DROP COLUMN job")
+    finally:
+        log.close()
+    job = f"nightly_{uid}"
+    log = AuditLog(database, job=job)
+    try:
+        entry = log.begin(Actor.current(), "trigger", job)
+        log.finish(entry, "succeeded")
+        [row] = [e for e in log.entries() if e.id == entry]
+    finally:
+        log.close()
+    assert (row.job, row.action, row.result) == (job, "trigger", "succeeded")

@@ -123,13 +123,14 @@ class AuditLog:
         if not self._created:
             from sqlalchemy import inspect
 
+            from lockconsole.backends.sa import add_column_ddl
+
             self.table.create(self.engine, checkfirst=True)
             have = {c["name"] for c in inspect(self.engine).get_columns(TABLE)}
             if "job" not in have:  # an audit table from before the job column
                 with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-                    quoted = c.dialect.identifier_preparer.quote(TABLE)
                     try:
-                        c.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN job VARCHAR(128)")
+                        c.exec_driver_sql(add_column_ddl(c.dialect, self.table.c.job))
                     except Exception:  # another process added it meanwhile
                         have = {col["name"] for col in inspect(self.engine).get_columns(TABLE)}
                         if "job" not in have:

@@ -78,3 +78,15 @@ def _pg_connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) 
 
     conninfo = cargs[0] if cargs else ""
     return pg_connect_params(psycopg, conninfo, **cparams)
+
+
+def add_column_ddl(dialect: Any, column: Any) -> str:
+    """`ALTER TABLE … ADD COLUMN …` for one column of a SQLAlchemy table, in `dialect`'s SQL.
+
+    SQLAlchemy has no ALTER construct: the column's DDL is compiled from the column itself and
+    both names are quoted by the dialect, so no text from outside the model enters the statement.
+    """
+    from sqlalchemy.schema import CreateColumn
+
+    table = dialect.identifier_preparer.format_table(column.table)
+    return f"ALTER TABLE {table} ADD COLUMN {CreateColumn(column).compile(dialect=dialect)}"

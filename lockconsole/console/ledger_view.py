@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lockconsole.backends.ledger import reads
 from lockconsole.model.fast import construct
 from lockconsole.model.jobs import Run
-from lockconsole.model.verdict import Execution, SlotTally, Span
+from lockconsole.model.verdict import GOT_LOCK, Execution, SlotTally, Span
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -110,9 +110,7 @@ def _tallies(ledger: Ledger, rows: list[dict[str, Any]], dialect: str) -> list[S
         group: key = (r["job"], r["slot"], bool(r["manual"]))
         read = attempts.get(group)
         if read is not None:
-            executions: tuple[Execution, ...] = tuple(
-                x for x in read if x.outcome in reads.GOT_LOCK
-            )
+            executions: tuple[Execution, ...] = tuple(x for x in read if x.outcome in GOT_LOCK)
             skipped_by = tuple(x.instance for x in read if x.outcome == "skipped")
         elif int(r["executed"]) == 1:
             span = {name: r[name] for name in _SPAN}

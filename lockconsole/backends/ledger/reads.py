@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger.schema import TABLE, schema
 from lockconsole.backends.ledger.times import to_db
+from lockconsole.model.verdict import GOT_LOCK
 
 if TYPE_CHECKING:  # the run path imports this module, and never needs the views
     from lockconsole.model.views import RunFilter
@@ -78,7 +79,8 @@ def of_slot(present: set[str] | None, job: str, slot: datetime, dialect: str) ->
 
 # -- slot judgment: the ledger aggregates, per (job, slot), over the whole lookback ---------
 
-GOT_LOCK = ("acquired", "succeeded", "failed", "lock_lost")  # model.verdict.GOT_LOCK, as SQL
+# the outcomes that held the lock, in a fixed order so that the statement text never varies
+LOCKED_OUTCOMES = tuple(sorted(GOT_LOCK))
 
 
 def slot_tallies(jobs: list[str], since: datetime, dialect: str) -> Any:
@@ -92,7 +94,7 @@ def slot_tallies(jobs: list[str], since: datetime, dialect: str) -> Any:
     _, table = schema()
     to_db(since, dialect)
     c = table.c
-    got = c.outcome.in_(GOT_LOCK)
+    got = c.outcome.in_(LOCKED_OUTCOMES)
     manual = case((c.trigger == "manual", 1), else_=0).label("manual")
 
     def count(condition: Any, name: str) -> Any:

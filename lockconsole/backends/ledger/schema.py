@@ -162,7 +162,8 @@ def migrate(engine: Any) -> list[str]:
     """
     from sqlalchemy import inspect
     from sqlalchemy.exc import SQLAlchemyError
-    from sqlalchemy.schema import CreateColumn
+
+    from lockconsole.backends.sa import add_column_ddl
 
     _, table = schema()
 
@@ -174,10 +175,8 @@ def migrate(engine: Any) -> list[str]:
     if not missing:
         return []
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        quoted = conn.dialect.identifier_preparer.quote(TABLE)
         for spec in missing:
-            ddl = CreateColumn(table.c[spec.name]).compile(dialect=conn.dialect)
-            statement = f"ALTER TABLE {quoted} ADD COLUMN {ddl}"
+            statement = add_column_ddl(conn.dialect, table.c[spec.name])
             try:
                 conn.exec_driver_sql(statement)
             except SQLAlchemyError as exc:
