@@ -6,11 +6,16 @@ from __future__ import annotations
 import select
 import socket
 import threading
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from helpers import unavailable
 
 
 class SwitchableProxy:
     """127.0.0.1:<port> -> target. cut(): every connection is dropped and new ones are closed
-    at once (a dead database that fails fast); restore(): forwarding again."""
+    at once (a dead database that fails fast); stall() and hang(): a peer that takes every
+    byte and answers nothing; restore(): forwarding again (to new connections)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
@@ -22,6 +27,7 @@ class SwitchableProxy:
         self.down = threading.Event()
         self.closed = threading.Event()
         self._frozen: set[socket.socket] = set()  # stall(): kept open, never forwarded again
+        self.hung = False  # hang(): new connections are frozen too
         self._lock = threading.Lock()
         self._live: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -45,6 +51,9 @@ class SwitchableProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        if self.hung:
+            with self._lock:
+                self._frozen.add(a)
         try:
             while not self.down.is_set():
                 if a in self._frozen:  # a peer that acknowledges everything, answers nothing
@@ -82,8 +91,16 @@ class SwitchableProxy:
         with self._lock:
             self._frozen.update(self._live)
 
+    def hang(self) -> None:
+        """stall(), and every connection made from now on is accepted and never answered (a
+        hung server, sidecar or NAT box: no reset, no error, silence)."""
+        self.hung = True
+        self.stall()
+
     def restore(self) -> None:
+        """Forward new connections again; the ones a stall froze stay frozen."""
         self.down.clear()
+        self.hung = False
 
     def close(self) -> None:
         self.closed.set()
@@ -124,3 +141,17 @@ class CountingProxy(SwitchableProxy):
                     s.close()
                 except OSError:
                     pass
+
+
+Proxy = TypeVar("Proxy", bound=SwitchableProxy)
+
+
+def proxied(url: str, default_port: int, kind: type[Proxy]) -> tuple[Proxy, str]:
+    """A proxy of `kind` in front of the database of `url`, and the URL that goes through it."""
+    parts = urlsplit(url)
+    if not parts.hostname or parts.hostname.startswith("/"):
+        unavailable("the database is reached over a socket here; the proxy needs TCP")
+    proxy = kind((parts.hostname, parts.port or default_port))
+    user, at, _ = parts.netloc.rpartition("@")
+    netloc = f"{user}{at}127.0.0.1:{proxy.port}"
+    return proxy, urlunsplit(parts._replace(netloc=netloc))

@@ -10,7 +10,6 @@ them."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -23,47 +22,23 @@ from test_metrics import Samples, parse, value
 
 from lockconsole import run_once
 from lockconsole.config.loader import load_config, parse_config
-from lockconsole.config.urls import parse_url
 from lockconsole.metrics.counters import Counters
 from lockconsole.metrics.figures import slot_statuses
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import SlotReport, Snapshot
 
 from helpers import wait_for
-from tcp_proxy import SwitchableProxy
+from tcp_proxy import SwitchableProxy, proxied
 
 PER_DATABASE = ("job_last_success_timestamp_seconds", "job_last_attempt_timestamp_seconds")
 
 
-class HangingProxy(SwitchableProxy):
-    """hang(): every connection, open or new, reaches a peer that takes every byte and answers
-    nothing (a hung server, sidecar or NAT box)."""
-
-    hung = False
-
-    def hang(self) -> None:
-        self.hung = True
-        self.stall()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        if self.hung:
-            with self._lock:
-                self._frozen.add(a)
-        super()._pump(a, b)
-
-
-def proxied(url: str, default_port: int) -> tuple[HangingProxy, str]:
-    u = parse_url(url)
-    if not u.host or u.host.startswith("/"):
-        pytest.skip("the database is reached over a socket here; the proxy needs TCP")
-    proxy = HangingProxy((u.host, u.port or default_port))
-    host = f"{u.host}:{u.port or default_port}"
-    return proxy, url.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
-
-
 @pytest.fixture
-def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[HangingProxy, str]]]:
-    found = {"pg": proxied(pg_url, 5432), "my": proxied(mysql_url, 3306)}
+def proxies(pg_url: str, mysql_url: str) -> Iterator[dict[str, tuple[SwitchableProxy, str]]]:
+    found = {
+        "pg": proxied(pg_url, 5432, SwitchableProxy),
+        "my": proxied(mysql_url, 3306, SwitchableProxy),
+    }
     for url in (found["pg"][1], found["my"][1]):
         assert "127.0.0.1:" in url and ":5432/" not in url and ":3306/" not in url
     yield found

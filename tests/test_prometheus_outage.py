@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_metrics_outage import HangingProxy, proxied, start_exporter
+from test_metrics_outage import start_exporter
 
 from lockconsole import run_once
 from lockconsole.config.loader import load_config
 
 from conftest import CI
 from helpers import wait_for
+from tcp_proxy import SwitchableProxy, proxied
 
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "lockconsole.rules.yml"
 
@@ -106,8 +107,7 @@ def _prometheus(tmp_path: Path, target: str, started: list[subprocess.Popen[str]
 def test_a_double_run_stays_firing_through_an_outage_in_real_prometheus(
     pg_url: str, uid: str, write_config, cli_env, started, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    proxy: HangingProxy
-    proxy, url = proxied(pg_url, 5432)
+    proxy, url = proxied(pg_url, 5432, SwitchableProxy)
     try:
         job = f"p_dr_{uid}"
         path = write_config(

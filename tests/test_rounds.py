@@ -16,24 +16,15 @@ from lockconsole import run_once
 from lockconsole.config.loader import parse_config
 from lockconsole.engine.sessions import REGISTRY
 
-from helpers import unavailable
-from tcp_proxy import CountingProxy
+from tcp_proxy import CountingProxy, proxied
 
 pytestmark = pytest.mark.usefixtures("empty_registry")
 SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
 
 
-def _proxied(url: str, port: int) -> tuple[CountingProxy, str]:
-    parts = urlsplit(url)
-    if not parts.hostname:
-        unavailable("needs the database on TCP (set LOCKCONSOLE_TEST_PG_URL)")
-    counting = CountingProxy((parts.hostname, parts.port or port))
-    return counting, url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{counting.port}")
-
-
 @pytest.fixture
 def proxy(pg_url):  # type: ignore[no-untyped-def]
-    counting, url = _proxied(pg_url, 5432)
+    counting, url = proxied(pg_url, 5432, CountingProxy)
     yield counting, url
     REGISTRY.close_all()
     counting.close()
@@ -41,7 +32,7 @@ def proxy(pg_url):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def mysql_proxy(mysql_url):  # type: ignore[no-untyped-def]
-    counting, url = _proxied(mysql_url, 3306)
+    counting, url = proxied(mysql_url, 3306, CountingProxy)
     yield counting, url
     REGISTRY.close_all()
     counting.close()

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 from textual.widgets import DataTable, Input, RichLog, Static
 
@@ -28,7 +27,7 @@ from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
 
-from helpers import settle, sync, unavailable
+from helpers import mysql_connect, settle, sync, unavailable
 from helpers import wait_for as eventually
 from tcp_proxy import SwitchableProxy
 
@@ -153,18 +152,6 @@ async def test_pg_holder_appears_and_release_ends_its_session(
         holder_conn.close()
 
 
-def _mysql(mysql_url: str) -> Any:
-    u = parse_url(mysql_url)
-    return pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
-
-
 def _mysql_alive(mysql_conn: Any, conn_id: int) -> bool:
     with mysql_conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (conn_id,))
@@ -177,7 +164,7 @@ async def test_mariadb_holder_appears_and_release_kills_it(
 ) -> None:
     config = pg_and_mysql_config(uid, mysql_url=mysql_url)
     job = f"my_{uid}"
-    holder_conn = _mysql(mysql_url)
+    holder_conn = mysql_connect(mysql_url)
     try:
         with holder_conn.cursor() as cur:
             cur.execute("SELECT CONNECTION_ID()")

@@ -14,12 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 from textual.widgets import DataTable, Input, Static
 
 from lockconsole.config.loader import parse_config
-from lockconsole.config.urls import parse_url
 from lockconsole.console.facade import Console
 from lockconsole.engine.execute import run_target
 from lockconsole.engine.runner import begin
@@ -29,7 +27,7 @@ from lockconsole.tui.screens.confirm import ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
 
-from helpers import eventually, sync, until
+from helpers import eventually, mysql_connect, sync, until
 
 SIZE = (160, 40)
 
@@ -156,18 +154,6 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
                 "select count(*) from pg_locks where locktype = 'advisory' and objid = 777000111"
             ).fetchone()
             assert row[0] == 0
-
-
-def mysql_connect(url: str) -> Any:
-    u = parse_url(url)
-    return pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
 
 
 @sync

@@ -19,12 +19,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 from textual.widgets import RichLog
 
 from lockconsole.config.loader import Config, parse_config
-from lockconsole.config.urls import parse_url
 from lockconsole.console.facade import Console
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
@@ -32,7 +30,7 @@ from lockconsole.tui.widgets.holder_facts import held_since_text
 from lockconsole.tui.widgets.holder_rows import HolderRow
 from lockconsole.tui.widgets.holders import HoldersView
 
-from helpers import DEADLINE, sync, until
+from helpers import DEADLINE, mysql_connect, sync, until
 
 SIZE = (140, 36)
 IDLE = '[console]\nidle_threshold = "2s"\n'
@@ -151,18 +149,6 @@ async def test_a_keep_alive_query_resets_neither_for_nor_the_stale_timer(
             # a lower bound, and why: the first sighting, or the idle session's last statement
             assert "first saw it" in text or "last statement ended" in text, text
             assert "its session's start" in text, text
-
-
-def mysql_connect(url: str) -> Any:
-    u = parse_url(url)
-    return pymysql.connect(
-        host=u.host,
-        port=u.port or 3306,
-        user=u.user,
-        password=u.password or "",
-        database=u.database,
-        autocommit=True,
-    )
 
 
 def foreign_holders_visible(url: str) -> bool:

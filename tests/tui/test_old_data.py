@@ -14,8 +14,6 @@ awaited: each test polls with `pilot.pause` up to a deadline.
 from __future__ import annotations
 
 import re
-import socket
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -30,46 +28,9 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import sync, until
-from tcp_proxy import SwitchableProxy
+from tcp_proxy import SwitchableProxy, proxied
 
 SIZE = (160, 40)
-
-
-class HangingProxy(SwitchableProxy):
-    """A proxy whose hang() makes the database hang: open connections stop being forwarded,
-    new ones are accepted and never answered (no reset, no error: silence)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.hung = threading.Event()
-        self.held: list[socket.socket] = []
-        super().__init__(target)
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.hung.is_set():
-                self.held.append(client)  # kept open, never answered
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._live += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def hang(self) -> None:
-        self.hung.set()
-        self.stall()
-
-    def close(self) -> None:
-        super().close()
-        for client in self.held:
-            client.close()
 
 
 @pytest.fixture
@@ -97,10 +58,7 @@ def one_age(pattern: str, text: str) -> str | None:
 async def test_a_hung_database_is_old_data_never_ok(
     own_database: str, pg_url: str, uid: str, shifted: list[timedelta]
 ) -> None:
-    host, port = own_database.rsplit("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
-    proxy = HangingProxy((host, int(port)))
-    dbname = own_database.rsplit("/", 1)[1]
-    flaky_url = f"postgresql://postgres@127.0.0.1:{proxy.port}/{dbname}"
+    proxy, flaky_url = proxied(own_database, 5432, SwitchableProxy)
     text = '[console]\nconnect_timeout = "1s"\nstatement_timeout = "4s"\nidle_threshold = "1s"\n'
     for name, url in (("flaky", flaky_url), ("steady", pg_url)):
         text += (
