@@ -88,17 +88,24 @@ def serve(registry: CollectorRegistry, host: str, port: int) -> tuple[str, int, 
 
 
 def write_textfile(registry: CollectorRegistry, path: Path) -> int:
-    """Write the metrics to `path` atomically (a temporary file beside it, then a rename), so
-    node_exporter never reads half a file; the bytes written."""
+    """Write the metrics to `path` atomically, so node_exporter never reads half a file; the
+    bytes written."""
     data = generate_latest(registry)
-    folder = path.parent
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    write_atomically(path, data, mode=0o644)  # node_exporter often runs as another user
+    return len(data)
+
+
+def write_atomically(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """`data` into `path` by a hidden temporary file beside it, synced, then renamed over it:
+    a reader sees the old file or the new one, never half of one."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)  # node_exporter often runs as another user
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         try:
@@ -106,4 +113,3 @@ def write_textfile(registry: CollectorRegistry, path: Path) -> int:
         except FileNotFoundError:
             pass
         raise
-    return len(data)

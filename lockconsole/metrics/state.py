@@ -14,7 +14,6 @@ import fcntl
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,16 +73,6 @@ def _save(collector: ConsoleCollector, path: Path) -> None:
         "counters": collector.counters.state(),
         "audits": collector.audits.state(),
     }
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(state, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    from lockconsole.metrics.export import write_atomically
+
+    write_atomically(path, json.dumps(state).encode())
