@@ -207,13 +207,12 @@ class RequestServer:
     def _target(self, job: Job) -> Target:
         if job.name in self.targets:
             return self.targets[job.name]
-        if job.command:
-            return list(job.command)
-        if job.callable:
-            from lockconsole.engine.execute import resolve_callable
+        from lockconsole.engine.execute import target_of
 
-            return resolve_callable(job.callable)
-        raise ValueError(f"job {job.name} has no command or callable to run here")
+        target = target_of(job)
+        if target is None:
+            raise ValueError(f"job {job.name} has no command or callable to run here")
+        return target
 
 
 def serve_requests(

@@ -45,7 +45,7 @@ def rounds_for(lock: Lock, database: Database, ledger_database: Database) -> Rou
         from lockconsole.backends.postgres.rounds import for_postgres
 
         return for_postgres(lock, database, ledger_database)
-    same = database.url.raw == ledger_database.url.raw
+    same = database.shares_connection(ledger_database)
     if lock.strategy == "lease" and same and database.url.dialect == "postgresql":
         # the lease strategy is built on SQLAlchemy: imported only for a lease job
         from lockconsole.backends.lease.rounds import LeaseRounds

@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lockconsole import __version__
 from lockconsole.model.errors import ConfigError, LockconsoleError, UsageError
+
+if TYPE_CHECKING:
+    from lockconsole.model.jobs import Job
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -191,6 +194,27 @@ def _report(exc: BaseException) -> None:
     print(f"lockconsole: {shown(text)}", file=sys.stderr)
 
 
+def job_document(job: Job) -> dict[str, Any]:
+    """Every field of a job as `config --json` shows it, built from the model: a duration as
+    `<field>_s` seconds, the lock key as its text, kind and what it was derived from."""
+    from dataclasses import asdict, fields, is_dataclass
+
+    out: dict[str, Any] = {}
+    for spec in fields(job):
+        value = getattr(job, spec.name)
+        if spec.name == "name":
+            continue
+        if spec.name == "key":
+            out.update(key=str(value), key_kind=value.kind, key_derived_from=value.derived_from)
+        elif "timedelta" in str(spec.type):  # the annotation, as text (postponed annotations)
+            out[f"{spec.name}_s"] = value.total_seconds() if value is not None else None
+        elif is_dataclass(value) and not isinstance(value, type):
+            out[spec.name] = asdict(value)
+        else:
+            out[spec.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from lockconsole.config.loader import load_config
 
@@ -200,25 +224,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "databases": {n: d.url.masked for n, d in config.databases.items()},
         "ledger_database": config.ledger_database,
         "retention_s": config.retention.total_seconds() if config.retention else None,
-        "jobs": {
-            name: {
-                "database": job.database,
-                "strategy": job.strategy,
-                "key": str(job.key),
-                "key_kind": job.key.kind,
-                "key_derived_from": job.key.derived_from,
-                "schedule": job.schedule,
-                "timezone": job.timezone,
-                "command": list(job.command) if job.command else None,
-                "callable": job.callable,
-                "max_duration_s": job.max_duration.total_seconds() if job.max_duration else None,
-                "min_hold_s": job.min_hold.total_seconds(),
-                "allow_pooler": job.allow_pooler,
-                "ledger_commit": job.ledger_commit,
-                "lock_group": job.lock_group,
-            }
-            for name, job in config.jobs.items()
-        },
+        "jobs": {name: job_document(job) for name, job in config.jobs.items()},
     }
     if args.json:
         from lockconsole.cli.output import with_schema

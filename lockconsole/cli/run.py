@@ -157,13 +157,12 @@ def _exit_now(code: int) -> None:
 def _target(job: Job, cmd: list[str] | None) -> Target:
     if cmd:
         return cmd
-    if job.command:
-        return list(job.command)
-    if job.callable:
-        from lockconsole.engine.execute import resolve_callable
+    from lockconsole.engine.execute import target_of
 
-        return resolve_callable(job.callable)
-    raise UsageError(f"run: job {job.name!r} has no command or callable; give one after --")
+    target = target_of(job)
+    if target is None:
+        raise UsageError(f"run: job {job.name!r} has no command or callable; give one after --")
+    return target
 
 
 def cmd_run(

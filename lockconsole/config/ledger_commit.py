@@ -30,7 +30,7 @@ def async_problem(job: Job, databases: Mapping[str, Database], ledger: str | Non
         )
     if job.strategy not in ("pg-session", "pg-xact", "lease"):
         return f'"async" applies to pg-session, pg-xact and lease jobs, not {job.strategy}'
-    if databases[ledger_name].url.raw != databases[job.database].url.raw:
+    if not databases[ledger_name].shares_connection(databases[job.database]):
         return (
             f'"async" needs the ledger in the job\'s own database {job.database!r}, '
             f"not in ledger_database {ledger_name!r}"

@@ -42,7 +42,14 @@ from lockconsole.config.settings import ConsoleSettings, parse_console, parse_le
 from lockconsole.config.urls import expand_env, parse_url
 from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
-from lockconsole.model.jobs import STRATEGIES, Database, Idempotency, Job
+from lockconsole.model.jobs import (
+    DEFAULT_STRATEGY,
+    JOB_DEFAULTS,
+    STRATEGIES,
+    Database,
+    Idempotency,
+    Job,
+)
 
 STRATEGY_DIALECTS = {
     "pg-session": ("postgresql",),
@@ -61,7 +68,7 @@ _JOB_KEYS = {
     "lock_group", "rerun_abandoned",
 }  # fmt: skip
 _IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
-_FLAGS = ("once_per_slot", "allow_pooler", "rerun_abandoned")  # true/false keys (default: 1st)
+_FLAGS = ("once_per_slot", "allow_pooler", "rerun_abandoned")  # the true/false keys
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,7 @@ class _Builder:
             known = ", ".join(sorted(databases)) or "none"
             raise field_error("database", f"no database named {database!r} (databases: {known})")
 
-        strategy = spec.get("strategy", "pg-session")
+        strategy = spec.get("strategy", DEFAULT_STRATEGY)
         if strategy not in STRATEGIES:
             raise field_error(
                 "strategy", f"unknown strategy {strategy!r} (choose {', '.join(STRATEGIES)})"
@@ -271,7 +278,9 @@ class _Builder:
         schedule = spec.get("schedule")
         if schedule is not None:
             self.checked(where, "schedule", check_cron, schedule)
-        timezone = self.checked(where, "timezone", check_timezone, spec.get("timezone", "UTC"))
+        timezone = self.checked(
+            where, "timezone", check_timezone, spec.get("timezone", JOB_DEFAULTS["timezone"])
+        )
 
         command = spec.get("command")
         target = spec.get("callable")
@@ -290,7 +299,7 @@ class _Builder:
                 except ValueError as exc:
                     raise field_error(k, str(exc)) from None
         max_duration = durations.get("max_duration")
-        min_hold = durations.get("min_hold", timedelta(0))
+        min_hold = durations.get("min_hold", JOB_DEFAULTS["min_hold"])
         if max_duration is not None and max_duration <= timedelta(0):
             raise field_error("max_duration", "must be longer than zero")
         if strategy in ("lease", "redis") and max_duration is None:
@@ -301,9 +310,9 @@ class _Builder:
             )
 
         numbers = {}
-        for k, default in (("watchdog_interval", 5.0), ("stop_grace", 10.0)):
+        for k in ("watchdog_interval", "stop_grace"):
             try:
-                numbers[k] = check_seconds(spec.get(k, default))
+                numbers[k] = check_seconds(spec.get(k, JOB_DEFAULTS[k]))
             except ValueError as exc:
                 raise field_error(k, str(exc)) from None
         check_timeout = spec.get("lock_check_timeout")
@@ -312,15 +321,18 @@ class _Builder:
         except ValueError as exc:
             raise field_error("lock_check_timeout", str(exc)) from None
 
-        flags = {k: spec.get(k, k == "once_per_slot") for k in _FLAGS}
+        flags = {k: spec.get(k, JOB_DEFAULTS[k]) for k in _FLAGS}
         for k, flag in flags.items():
             if not isinstance(flag, bool):
                 raise field_error(k, f"must be true or false, not {flag!r}")
         commit = self.checked(
-            where, "ledger_commit", config_ledger_commit.check, spec.get("ledger_commit", "durable")
+            where,
+            "ledger_commit",
+            config_ledger_commit.check,
+            spec.get("ledger_commit", JOB_DEFAULTS["ledger_commit"]),
         )
-        lease_table = spec.get("lease_table", "shedlock")
-        redis_prefix = spec.get("redis_prefix", "job-lock:default:")
+        lease_table = spec.get("lease_table", JOB_DEFAULTS["lease_table"])
+        redis_prefix = spec.get("redis_prefix", JOB_DEFAULTS["redis_prefix"])
         self.checked(where, "redis_prefix", config_redis.check_prefix, redis_prefix)
         self.checked(where, "lease_table", check_identifier, lease_table)
 

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from lockconsole.backends.ledger.outputs import RunOutput
     from lockconsole.backends.ledger.requests import Request
     from lockconsole.console.protocol import ConsoleFacade
-    from lockconsole.engine.execute import Target
     from lockconsole.engine.stopping import Stop
 
 LEDGER_APPLICATION_NAME = "lockconsole:console-ledger"  # the console's ledger reads
@@ -292,17 +291,13 @@ class Console:
 
         `stop` (a stopping.Stop) ends the run at any step once requested; a stop before the
         lock was tried raises stopping.Stopped."""
-        from lockconsole.engine.execute import resolve_callable, run_target
+        from lockconsole.engine.execute import run_target, target_of
         from lockconsole.engine.runner import begin, default_instance
 
         self._refuse_if_read_only("trigger")
         job = self.config.job(job_name)
-        target: Target
-        if job.command:
-            target = list(job.command)
-        elif job.callable:
-            target = resolve_callable(job.callable)
-        else:
+        target = target_of(job)
+        if target is None:
             raise UsageError(f"job {job.name!r} has no command or callable to trigger")
         name = instance or self.instance or default_instance(self.config.instance)
 

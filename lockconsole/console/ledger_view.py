@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger import reads
 from lockconsole.model.fast import construct
-from lockconsole.model.jobs import Run
-from lockconsole.model.verdict import GOT_LOCK, Execution, SlotTally, Span
+from lockconsole.model.jobs import GOT_LOCK, Run
+from lockconsole.model.verdict import Execution, SlotTally, Span
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger

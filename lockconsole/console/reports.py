@@ -24,9 +24,9 @@ from zoneinfo import ZoneInfo
 
 from lockconsole.model import cron
 from lockconsole.model.fast import construct
-from lockconsole.model.jobs import Job, Pause, Run
+from lockconsole.model.jobs import GOT_LOCK, Job, Pause, Run
 from lockconsole.model.slots import repeats_wall_time
-from lockconsole.model.verdict import GOT_LOCK, SlotTally, overlap_seconds, tally, tally_status
+from lockconsole.model.verdict import SlotTally, overlap_seconds, tally, tally_status
 from lockconsole.model.views import Alert, AlertKind, Holder, SlotReport, SlotStatus
 
 # the slot statuses that are alerts, and the alert each one is ("retried" is not one)

@@ -20,8 +20,7 @@ from lockconsole.console.facade import Console
 from lockconsole.demo import BILLING_JOB, INSTANCES
 from lockconsole.demo.fleet import Fleet
 from lockconsole.demo.scenario import Scenario
-from lockconsole.model.jobs import Run
-from lockconsole.model.verdict import GOT_LOCK
+from lockconsole.model.jobs import GOT_LOCK, Run
 from lockconsole.model.views import SlotReport, Snapshot
 
 Write = Callable[[str], None]

@@ -16,7 +16,7 @@ from lockconsole.engine.attempt import Attempt
 from lockconsole.engine.commands import Command
 from lockconsole.engine.stopping import handling
 from lockconsole.model.errors import ConfigError
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import Job, Run
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,15 @@ def resolve_callable(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise ConfigError(f"{spec!r} is not callable")
     return target
+
+
+def target_of(job: Job) -> Target | None:
+    """What a job runs: its command, or its callable (imported now); None when it has neither."""
+    if job.command:
+        return list(job.command)
+    if job.callable:
+        return resolve_callable(job.callable)
+    return None
 
 
 def run_target(

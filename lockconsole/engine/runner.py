@@ -109,7 +109,7 @@ def begin(
             _share_connection(job, lock, ledger, database, ledger_database)
     try:
         # started_at is the ledger server's time, once connected (connecting may take seconds)
-        same_server = database.url.raw == ledger_database.url.raw  # a lease: read on its connection
+        same_server = database.shares_connection(ledger_database)  # a lease: read on its connection
         ask = getattr(lock, "server_time", None) if same_server else None
         reading = server_clock.reading(ledger, ask)
         started = reading.now()
@@ -304,7 +304,7 @@ def _share_connection(
     never beside it. pg-xact never lends its connection: its writes would sit in the lock's
     transaction until COMMIT.
     """
-    if job.strategy in ("pg-session", "mysql") and database.url.raw == ledger_database.url.raw:
+    if job.strategy in ("pg-session", "mysql") and database.shares_connection(ledger_database):
         ledger.borrow(lock.conn)  # type: ignore[attr-defined]
 
 

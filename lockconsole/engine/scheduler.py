@@ -33,7 +33,7 @@ from lockconsole.model.jobs import Job
 from lockconsole.model.slots import next_fire, utcnow
 
 if TYPE_CHECKING:
-    from lockconsole.engine.execute import Target
+    pass
 
 log = logging.getLogger("lockconsole.engine.scheduler")
 EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record and release
@@ -218,7 +218,7 @@ class Scheduler:
         start_quiet(thread)
 
     def _attempt(self, job: Job, slot: datetime) -> None:
-        from lockconsole.engine.execute import resolve_callable, run_target
+        from lockconsole.engine.execute import run_target, target_of
         from lockconsole.engine.runner import begin
 
         stop = Stop()
@@ -227,9 +227,7 @@ class Scheduler:
             if self.stopping.is_set():
                 stop.request(self.stop_reason)
         try:
-            target: Target | None = list(job.command) if job.command else None
-            if target is None and job.callable:
-                target = resolve_callable(job.callable)
+            target = target_of(job)
             if target is None:
                 log.error("job %s has no command or callable; not fired", job.name)
                 return

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from lockconsole.model.fast import evolve as evolve
 
@@ -13,6 +13,8 @@ STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis
 Dialect = Literal["postgresql", "mysql", "sqlite", "redis"]
 Outcome = Literal["skipped", "paused", "acquired", "succeeded", "failed", "lock_lost"]
 Trigger = Literal["scheduled", "manual", "rerun"]
+# the outcomes of an attempt that held the slot's lock: it executed (or began to)
+GOT_LOCK: frozenset[Outcome] = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class Database:
     url: DatabaseURL
     scan_prefixes: tuple[str, ...] = ()  # Redis: key prefixes whose keys are listed as holders
 
+    def shares_connection(self, other: Database) -> bool:
+        """One connection serves both: the same URL to the letter (so a lock's session can also
+        write the ledger, in the same round trips and transactions)."""
+        return self.url.raw == other.url.raw
+
 
 @dataclass(frozen=True)
 class Idempotency:
@@ -117,6 +124,11 @@ class Job:
         if self.lock_check_timeout is not None:
             return self.lock_check_timeout
         return max(2.0, 2 * self.watchdog_interval)
+
+
+DEFAULT_STRATEGY: Strategy = "pg-session"
+# what a job's config leaves unsaid: the dataclass's own defaults, the one place they are written
+JOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)

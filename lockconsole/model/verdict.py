@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import GOT_LOCK, Run
 from lockconsole.model.views import SlotStatus
 
-# the outcomes of an attempt that held the slot's lock: it executed (or began to)
-GOT_LOCK = frozenset({"acquired", "succeeded", "failed", "lock_lost"})
 _ONE_EXECUTION: dict[str, SlotStatus] = {
     "acquired": "running",
     "succeeded": "ok",

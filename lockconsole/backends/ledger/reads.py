@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger.schema import TABLE, schema
 from lockconsole.backends.ledger.times import to_db
-from lockconsole.model.verdict import GOT_LOCK
+from lockconsole.model.jobs import GOT_LOCK
 
 if TYPE_CHECKING:  # the run path imports this module, and never needs the views
     from lockconsole.model.views import RunFilter

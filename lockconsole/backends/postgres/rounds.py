@@ -89,7 +89,7 @@ def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> R
         return None
     if not pipelines():
         return None
-    same = database.url.raw == ledger_database.url.raw
+    same = database.shares_connection(ledger_database)
     if isinstance(lock, PgSessionLock):
         return SessionRounds(lock) if same else None
     assert isinstance(lock, PgXactLock)

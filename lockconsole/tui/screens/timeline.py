@@ -25,8 +25,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from lockconsole.model.jobs import Run
-from lockconsole.model.verdict import GOT_LOCK, slot_status
+from lockconsole.model.jobs import GOT_LOCK, Run
+from lockconsole.model.verdict import slot_status
 from lockconsole.model.views import Snapshot
 from lockconsole.text import times
 from lockconsole.text.safe import clean, pad, shown
