@@ -127,6 +127,7 @@ def sweep(
                     run.job,
                     f"{where} is marked acquired but its lock is free (not closed: read-only)",
                     run.slot,
+                    subject=f"run {run.id} on {run.instance}",
                 )
             )
             continue
@@ -150,6 +151,7 @@ def sweep(
                     f"{where} is marked acquired but its lock "
                     "is free (could not close it: see the log)",
                     run.slot,
+                    subject=f"run {run.id} on {run.instance}",
                 )
             )
             continue
@@ -161,6 +163,7 @@ def sweep(
                     run.job,
                     f"{where} was left acquired with its lock free: closed as lock_lost",
                     run.slot,
+                    subject=f"run {run.id} on {run.instance}",
                 )
             )
     return [found.get(r.id or -1, r) for r in runs], alerts

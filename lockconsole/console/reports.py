@@ -207,14 +207,19 @@ def _length(seconds: float) -> str:
     return span(timedelta(seconds=seconds))
 
 
-def _holder_message(holder: Holder) -> str:
+def _holder_subject(holder: Holder) -> str:
+    """Which lock and which session: the same while the holder stays stale."""
     what = holder.job or f"unmapped {holder.kind} key {holder.key}"
     who = f"pid {holder.pid}" if holder.pid is not None else f"{holder.locked_by or '?'}"
     if holder.instance:
         who += f" ({holder.instance})"
     elif holder.application_name:
         who += f" ({holder.application_name})"
-    return f"{what} on {holder.database}: lock held by {who} looks stale: {holder.stale}"
+    return f"{what} on {holder.database}: lock held by {who}"
+
+
+def _holder_message(holder: Holder) -> str:
+    return f"{_holder_subject(holder)} looks stale: {holder.stale}"
 
 
 def _counts(count: DuplicateCount) -> tuple[int, int | None]:
@@ -261,7 +266,13 @@ def alerts(
         if r.overlap > 0
     ]
     out += [
-        Alert("stale_holder", h.job, _holder_message(h), database=h.database)
+        Alert(
+            "stale_holder",
+            h.job,
+            _holder_message(h),
+            database=h.database,
+            subject=_holder_subject(h),
+        )
         for h in holders
         if h.stale
     ]
@@ -300,6 +311,7 @@ def clock_alerts(runs: Iterable[Run], threshold: timedelta) -> list[Alert]:
                     None,
                     f"instance {instance}'s clock is {abs(offset):.1f} s {way} the ledger "
                     f"server's (its attempt at {format_slot(at)}): its schedule fires off time",
+                    subject=instance,
                 )
             )
     return out

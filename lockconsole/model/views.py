@@ -100,11 +100,22 @@ class SlotReport:
 
 @dataclass(frozen=True)
 class Alert:
+    """Something an operator must look at. Its message may change while it lasts (an idle time
+    counting up, an overlap growing); its key does not."""
+
     kind: AlertKind
     job: str | None
     message: str
     slot: datetime | None = None
     database: str | None = None
+    # what the alert is about when the job, slot and database do not say it: a holder's
+    # session, an instance
+    subject: str | None = None
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """The same for one alert all along: what it is of, never how its message reads."""
+        return (self.kind, self.job, self.slot, self.database, self.subject)
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,8 @@ def carry_alerts(
         return bool(sources & down)
 
     kept = [a for a in new if not unread(a)]
-    seen = set(kept)
-    kept += [a for a in previous if unread(a) and a not in seen]
+    seen = {a.key for a in kept}
+    kept += [a for a in previous if unread(a) and a.key not in seen]
     return tuple(kept)
 
 

@@ -74,16 +74,8 @@ def news(snapshot: Snapshot, seen: set[tuple[object, ...]]) -> list[str]:
     """Log lines for the alerts and notes of `snapshot` not in `seen` (which gains them)."""
     lines: list[str] = []
     for alert in snapshot.alerts:
-        # a stale holder's message counts up its idle time: the same alert all along
-        key = (
-            alert.kind,
-            alert.job,
-            alert.slot,
-            alert.database,
-            alert.message.split(" looks stale")[0],
-        )
-        if key not in seen:
-            seen.add(key)
+        if alert.key not in seen:  # a message may change (an idle time counting up): one line
+            seen.add(alert.key)
             lines.append(f"alert: {alert.message}")
     for database, note in snapshot.notes:
         if ("note", database, note) not in seen:
