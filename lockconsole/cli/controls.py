@@ -14,10 +14,10 @@ from lockconsole.model.errors import UsageError
 from lockconsole.text.safe import shown
 
 if TYPE_CHECKING:
+    from lockconsole.console.facade import Console
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.model.jobs import Pause
 
-COMMANDS = ("pause", "resume", "output", "request")
 UNTIL_HELP = "end the pause by itself: an ISO time with a zone, or a duration from now (2h, 30m)"
 
 
@@ -27,10 +27,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--note", required=True, metavar="TEXT", help="why (shown to everyone)")
     p.add_argument("--until", metavar="TIME", help=UNTIL_HELP)
     p.add_argument("--json", action="store_true", help="print the pause as one JSON object")
+    p.set_defaults(handler=pause_command)
 
     r = sub.add_parser("resume", help="end a job's pause: its next attempts run again")
     r.add_argument("job", help="the job's name in the config")
     r.add_argument("--json", action="store_true", help="print the ended pause as JSON")
+    r.set_defaults(handler=resume_command)
 
     q = sub.add_parser(
         "request",
@@ -51,12 +53,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--no-wait", action="store_true", help="print the request's id and return")
     q.add_argument("--json", action="store_true", help="print the final request as JSON")
+    q.set_defaults(handler=request_command)
 
     o = sub.add_parser("output", help="print what a run left: its output tail, or its traceback")
     o.add_argument(
         "run_id", metavar="RUN_ID", help="the run's id as history shows it: LEDGER:ID, or ID"
     )
     o.add_argument("--json", action="store_true", help="print one JSON object (exact text)")
+    o.set_defaults(handler=output_command)
 
 
 def parse_until(text: str) -> datetime | timedelta:
@@ -78,24 +82,36 @@ def parse_until(text: str) -> datetime | timedelta:
     return value.astimezone(UTC)
 
 
-def dispatch(args: argparse.Namespace) -> int:
+def _console(args: argparse.Namespace, *, job: bool = True) -> Console:
+    """The console over the config of `args`; an unknown job is one line (exit 2) before any
+    connection is opened."""
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
 
     config = load_config(args.config)
-    if args.command == "output":
-        with Console(config, read_only=args.read_only) as console:
-            return _output(console, args)
-    config.job(args.job)  # an unknown job: one line, exit 2, before any connection
-    if args.command == "request":
-        with Console(config, read_only=args.read_only) as console:
-            return _request(console, args)
-    until = None
-    if getattr(args, "until", None) is not None:
-        until = parse_until(args.until)
-    with Console(config, read_only=args.read_only) as console:
-        if args.command == "pause":
-            return _pause(console, args, until)
+    if job:
+        config.job(args.job)
+    return Console(config, read_only=args.read_only)
+
+
+def output_command(args: argparse.Namespace) -> int:
+    with _console(args, job=False) as console:
+        return _output(console, args)
+
+
+def request_command(args: argparse.Namespace) -> int:
+    with _console(args) as console:
+        return _request(console, args)
+
+
+def pause_command(args: argparse.Namespace) -> int:
+    until = None if args.until is None else parse_until(args.until)  # before any connection
+    with _console(args) as console:
+        return _pause(console, args, until)
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    with _console(args) as console:
         return _resume(console, args)
 
 

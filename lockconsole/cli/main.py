@@ -65,9 +65,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    sub.add_parser("tui", help="open the console (the default when no command is given)")
+    t = sub.add_parser("tui", help="open the console (the default when no command is given)")
+    t.set_defaults(handler=cmd_tui)
     p = sub.add_parser("config", help="check the configuration and show what it resolves to")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_config)
     from lockconsole.cli import run as cli_run
 
     cli_run.add_parsers(sub)
@@ -90,7 +92,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_plugged(sub: argparse._SubParsersAction, parser: argparse.ArgumentParser) -> None:
-    """Commands in modules of their own: each sets its `handler` default."""
+    """The commands of the other layers (metrics, init, completion, prune)."""
     from lockconsole.cli import completion
     from lockconsole.cli import prune as cli_prune
     from lockconsole.metrics import command as metrics_command
@@ -144,27 +146,8 @@ def _main(argv: list[str], command: list[str], whole_process: bool) -> int:
             raise UsageError("lockconsole: only 'run' takes a command after --")
         if args.read_only and args.command in MUTATING_COMMANDS:
             raise UsageError(f"{args.command} refused: --read-only is set; nothing was done")
-        if args.command == "config":
-            return cmd_config(args)
-        if args.command in ("run", "schedule"):
-            from lockconsole.cli import run as cli_run
-
-            return cli_run.dispatch(args)
-        if args.command in ("locks", "history", "audit", "dupes", "release", "check"):
-            from lockconsole.cli import views as cli_views
-
-            return cli_views.dispatch(args)
-        if args.command in ("pause", "resume", "output", "request"):
-            from lockconsole.cli import controls as cli_controls
-
-            return cli_controls.dispatch(args)
-        if getattr(args, "handler", None) is not None:  # a command that lives in its own module
-            return int(args.handler(args))
-        if args.command == "demo":
-            from lockconsole.demo import cli as demo_cli
-
-            return demo_cli.run(args)
-        return cmd_tui(args)
+        handler = getattr(args, "handler", cmd_tui)  # every command sets its own; none: tui
+        return int(handler(args))
     except ConfigError as exc:
         _report(exc)
         return EXIT_USAGE

@@ -51,6 +51,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="how log lines look on stderr (under systemd: no timestamps, syslog priorities)",
     )
     p.epilog = f"{p.epilog}\n\nGive the command after --: lockconsole run JOB -- CMD ARG ..."
+    p.set_defaults(handler=run_command)
 
     s = sub.add_parser(
         "schedule",
@@ -72,6 +73,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default="text",
         help="how log lines look on stderr (under systemd: no timestamps, syslog priorities)",
     )
+    s.set_defaults(handler=schedule_command)
 
 
 def setup_logging(quiet: bool, log_format: str = "text") -> None:
@@ -102,22 +104,27 @@ def check_instance(given: str | None, default: str) -> str:
     return name
 
 
-def dispatch(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """`lockconsole run JOB [-- CMD …]`: one attempt of one job."""
     from lockconsole.config.loader import load_config
 
-    if args.command == "run":
-        cmd = args.cmd
-        if args.slot and args.manual:
-            raise UsageError("run: give --slot or --manual, not both")
-        slot = parse_slot(args.slot) if args.slot else None
-        config = load_config(args.config)
-        job = config.job(args.job)
-        target = _target(job, cmd)
-        from lockconsole.engine.runner import default_instance
+    if args.slot and args.manual:
+        raise UsageError("run: give --slot or --manual, not both")
+    slot = parse_slot(args.slot) if args.slot else None
+    config = load_config(args.config)
+    job = config.job(args.job)
+    target = _target(job, args.cmd)
+    from lockconsole.engine.runner import default_instance
 
-        args.instance = check_instance(args.instance, default_instance(config.instance))
-        setup_logging(args.quiet, args.log_format)
-        return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
+    args.instance = check_instance(args.instance, default_instance(config.instance))
+    setup_logging(args.quiet, args.log_format)
+    return cmd_run(config, job, target, args.instance, slot, args.manual, args.json)
+
+
+def schedule_command(args: argparse.Namespace) -> int:
+    """`lockconsole schedule`: fire the jobs at their cron times and serve run requests."""
+    from lockconsole.config.loader import load_config
+
     config = load_config(args.config)
     jobs = [config.job(n) for n in args.job] if args.job else list(config.jobs.values())
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):

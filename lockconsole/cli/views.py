@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lockconsole.cli.output import add_output_options, chosen, print_json, to_json
@@ -69,14 +70,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("check", help="print alerts; exit 1 if there are any (for monitoring)")
     add_output_options(c, "print one JSON object")
     c.add_argument("--no-duplicates", action="store_true", help="skip the idempotency scans")
+    for parser, command in (
+        (p, cmd_locks),
+        (h, cmd_history),
+        (a, cmd_audit),
+        (d, cmd_dupes),
+        (r, cmd_release),
+        (c, cmd_check),
+    ):
+        parser.set_defaults(handler=partial(view, command))
 
 
-def dispatch(args: argparse.Namespace) -> int:
+def view(command: Command, args: argparse.Namespace) -> int:
+    """Run one view over a console of the config of `args`."""
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
 
     config = load_config(args.config)
-    command: Command = globals()[f"cmd_{args.command}"]
     if any(db.url.dialect == "redis" for db in config.databases.values()):
         from lockconsole.backends.redis.lock import redis_client_module
 

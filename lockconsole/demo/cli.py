@@ -57,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="no console: after --for seconds (default 1.5 nights) the console saves "
         "its dashboard to this SVG file, then the demo stops",
     )
+    p.set_defaults(handler=run)
 
 
 @contextmanager
