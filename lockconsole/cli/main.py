@@ -195,6 +195,7 @@ def job_document(job: Job) -> dict[str, Any]:
             out[spec.name] = asdict(value)
         else:
             out[spec.name] = list(value) if isinstance(value, tuple) else value
+    out["lock_check_timeout"] = job.check_timeout  # unset: the one its watchdog_interval gives
     return out
 
 
