@@ -110,7 +110,7 @@ class MysqlInspector:
         """Pick the best readable source once, and note what would give a better one."""
         import pymysql
 
-        server = self._run("probe_mysql_server")[0]
+        server = self._run("inspector_facts_mysql")[0]
         self._mariadb = "mariadb" in str(server["version"]).lower()
         self._has_process = bool(server["has_process"])
         notes: list[str] = []
