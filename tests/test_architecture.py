@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import grimp
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lockconsole"
-MAX_LINES = 400
-MAX_MODULES_PER_FOLDER = 12
-# Modules allowed over MAX_LINES, with the lines they may have and why. Keep it empty.
-OVER_THE_LIMIT: dict[str, tuple[int, str]] = {}
+# Size rules guide, they do not force: past the soft limits the test warns (split by meaning
+# when there is one; never to get under a number); past the hard ones it fails.
+MAX_LINES, HARD_MAX_LINES = 400, 700
+MAX_MODULES_PER_FOLDER, HARD_MAX_MODULES_PER_FOLDER = 12, 20
 # Import cycles that are known and accepted: (importer, imported) -> why. Keep it empty.
 ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
     # named in ARCHITECTURE.md: never imported at run time (under TYPE_CHECKING only)
@@ -108,9 +109,10 @@ def test_no_module_is_over_the_line_limit() -> None:
         for path in PACKAGE.rglob("*.py")
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
-    allowed = {name: limit for name, (limit, _why) in OVER_THE_LIMIT.items()}
-    too_long = {name: lines for name, lines in long.items() if lines > allowed.get(name, MAX_LINES)}
-    assert too_long == {}, f"modules over {MAX_LINES} lines: {too_long}"
+    if long:
+        warnings.warn(f"modules over {MAX_LINES} lines: {long}", stacklevel=1)
+    too_long = {name: lines for name, lines in long.items() if lines > HARD_MAX_LINES}
+    assert too_long == {}, f"modules over {HARD_MAX_LINES} lines: {too_long}"
 
 
 def test_no_folder_has_too_many_modules() -> None:
@@ -120,4 +122,9 @@ def test_no_folder_has_too_many_modules() -> None:
         if (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"]))
         > MAX_MODULES_PER_FOLDER
     }
-    assert crowded == {}, f"folders with over {MAX_MODULES_PER_FOLDER} modules: {crowded}"
+    if crowded:
+        warnings.warn(
+            f"folders with over {MAX_MODULES_PER_FOLDER} modules: {crowded}", stacklevel=1
+        )
+    too_many = {name: n for name, n in crowded.items() if n > HARD_MAX_MODULES_PER_FOLDER}
+    assert too_many == {}, f"folders with over {HARD_MAX_MODULES_PER_FOLDER} modules: {too_many}"
