@@ -1,4 +1,5 @@
 """open_lock: the lock object for a job's strategy (each backend is imported on first use);
+open_inspector: the console's holder lister of one database (or one lease table);
 rounds_for: the merged statements of an attempt on that lock, where there are any;
 fence: the fencing token of a lock whose store can forget its counter, issued by the ledger."""
 
@@ -10,6 +11,8 @@ from lockconsole.backends import Lock
 from lockconsole.model.jobs import Database, Job
 
 if TYPE_CHECKING:
+    from lockconsole.backends.connect import Timeouts
+    from lockconsole.backends.inspect import Inspector
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.backends.rounds import Rounds
 
@@ -70,3 +73,22 @@ def fence(lock: Lock, ledger: Ledger) -> None:
     """
     if lock.strategy == "redis":
         lock.issue_token(ledger)  # type: ignore[attr-defined]
+
+
+def open_inspector(database: Database, table: str | None, timeouts: Timeouts) -> Inspector:
+    """Who holds locks in `database` (in its lease `table` when one is named), and release."""
+    if table is not None:
+        from lockconsole.backends.lease.inspect import LeaseInspector
+
+        return LeaseInspector(database, table, timeouts=timeouts)
+    if database.url.dialect == "redis":
+        from lockconsole.backends.redis.inspect import RedisInspector
+
+        return RedisInspector(database, timeouts=timeouts)
+    if database.url.dialect == "postgresql":
+        from lockconsole.backends.postgres.inspect import PgInspector
+
+        return PgInspector(database, timeouts=timeouts)
+    from lockconsole.backends.mysql.inspect import MysqlInspector
+
+    return MysqlInspector(database, timeouts=timeouts)

@@ -1,7 +1,7 @@
 """Inspectors: list who holds locks in one database, and force-release a holder, guarded.
 
-One module per lock kind (pg_inspect, mysql_inspect, lease_inspect), each with a class that
-follows `Inspector`.
+One module per lock kind (`<kind>/inspect.py`), each with a class that follows `Inspector`;
+`factory.open_inspector` picks the one for a database.
 """
 
 from __future__ import annotations

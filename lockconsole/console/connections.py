@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lockconsole.backends.connect import Timeouts
+from lockconsole.backends.factory import open_inspector
 from lockconsole.backends.inspect import HolderList, Inspector
 from lockconsole.config.loader import Config
 from lockconsole.config.urls import scrub
@@ -353,21 +354,3 @@ class Connections:
                 pass
         for engine in self._engines.values():
             engine.dispose()
-
-
-def open_inspector(database: Database, table: str | None, timeouts: Timeouts) -> Inspector:
-    if table is not None:
-        from lockconsole.backends.lease.inspect import LeaseInspector
-
-        return LeaseInspector(database, table, timeouts=timeouts)
-    if database.url.dialect == "redis":
-        from lockconsole.backends.redis.inspect import RedisInspector
-
-        return RedisInspector(database, timeouts=timeouts)
-    if database.url.dialect == "postgresql":
-        from lockconsole.backends.postgres.inspect import PgInspector
-
-        return PgInspector(database, timeouts=timeouts)
-    from lockconsole.backends.mysql.inspect import MysqlInspector
-
-    return MysqlInspector(database, timeouts=timeouts)
