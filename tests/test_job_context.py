@@ -152,3 +152,28 @@ def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cl
         assert document["ledger"] == "main" and document["run_id"] == f"main:{document['id']}"
         assert "actor" in document
         assert said in done.stderr
+
+
+def test_the_environments_instance_beats_the_configs_and_the_flag_beats_both(
+    pg_url, uid, write_config, cli_env
+):  # type: ignore[no-untyped-def]
+    """`--instance`, then `$LOCKCONSOLE_INSTANCE`, then the config's `instance`, then the host
+    name: one shared config (a ConfigMap) gets each instance's name from its environment."""
+    job = f"named_{uid}"
+    config = write_config(
+        f"""
+        [lockconsole]
+        instance = "from-file-{uid}"
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.{job}]
+        strategy = "pg-session"
+        command = ["true"]
+        """
+    )
+    plain = {k: v for k, v in cli_env.items() if k != "LOCKCONSOLE_INSTANCE"}
+    named = dict(plain, LOCKCONSOLE_INSTANCE=f"from-env-{uid}")
+    assert run_json(config, job, "--manual", env=plain)["instance"] == f"from-file-{uid}"
+    assert run_json(config, job, "--manual", env=named)["instance"] == f"from-env-{uid}"
+    flagged = run_json(config, job, "--manual", "--instance", f"from-flag-{uid}", env=named)
+    assert flagged["instance"] == f"from-flag-{uid}"
