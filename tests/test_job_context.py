@@ -5,6 +5,8 @@ every ledger dialect and every strategy that issues a token."""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -15,6 +17,8 @@ import pytest
 from lockconsole import run_once
 from lockconsole.config.loader import parse_config
 from lockconsole.model.context import ENVIRONMENT
+
+from helpers import unavailable
 
 # the job writes what it was given, and nothing else of its environment, to the file it is told
 DUMP = (
@@ -152,6 +156,16 @@ def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cl
         assert document["ledger"] == "main" and document["run_id"] == f"main:{document['id']}"
         assert "actor" in document
         assert said in done.stderr
+        if shutil.which("jq") is None:
+            unavailable("jq is not installed (apt-get install jq)")
+        piped = subprocess.run(  # as a script would read it
+            f"{shlex.quote(sys.executable)} -m lockconsole --config {shlex.quote(str(config))} "
+            f"run {job} --manual --json | jq -e -r .outcome",
+            shell=True, capture_output=True, text=True, env=env, timeout=120,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert piped.returncode == 0, piped.stderr
+        assert piped.stdout == "succeeded\n" and said in piped.stderr, piped
 
 
 def test_the_environments_instance_beats_the_configs_and_the_flag_beats_both(
