@@ -71,7 +71,7 @@ def test_text_lines_escape_data_too(paused_job, cli_env):  # type: ignore[no-unt
     assert not RAW.search(done.stderr)
 
 
-@pytest.mark.parametrize("log_format", ["text", "logfmt"])
+@pytest.mark.parametrize("log_format", ["text", "logfmt", "json"])
 def test_under_systemd_lines_carry_a_priority_and_no_timestamp(paused_job, cli_env, log_format):  # type: ignore[no-untyped-def]
     config, job = paused_job
     read, write = os.pipe()
@@ -92,6 +92,9 @@ def test_under_systemd_lines_carry_a_priority_and_no_timestamp(paused_job, cli_e
     assert "<6>" in text  # the paused attempt is info
     stamp = r"<[0-7]>(time=)?\d{4}-\d\d-\d\d[ T]\d\d:\d\d"  # the journal stamps lines itself
     assert not any(re.match(stamp, line) or " time=" in line for line in lines), lines
+    if log_format == "json":  # after its priority, each line is still one JSON document
+        docs = [json.loads(line[3:]) for line in lines]
+        assert all("time" not in d and d["logger"].startswith("lockconsole.") for d in docs)
 
 
 def test_a_journal_stream_of_another_file_is_not_the_journal(paused_job, cli_env, tmp_path):  # type: ignore[no-untyped-def]
