@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from lockconsole.config.loader import Config
     from lockconsole.engine.execute import Target
 
-log = logging.getLogger("lockconsole.serving")
+log = logging.getLogger(__name__)
 POLL_INTERVAL = 2.0  # seconds between looks for requests (PostgreSQL is also woken by NOTIFY)
 
 

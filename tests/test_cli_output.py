@@ -204,6 +204,13 @@ def test_piped_listings_are_plain_columns_within_columns(world: World) -> None:
             said = "read from" if words[0] == "locks" else "duplicate groups"
             assert said in got.stderr and said not in got.stdout, (words, got.stderr)
     by_call = dict(zip(calls, done, strict=True))
+    steady = [w for w in world.listings().values() if w[0] not in ("locks", "check")]
+    tsv = {w: world.cli(*w, "-o", "tsv").stdout.splitlines() for w in steady}
+    for words in steady:  # never wrapped: one row a line at 80 columns too, as many as TSV's
+        for columns in (80, 200):
+            for extra in ((), ("-o", "wide")):
+                lines = by_call[(words + extra, columns)].stdout.splitlines()
+                assert len(lines) == len(tsv[words]), (words, extra, columns, lines)
     for words in world.listings().values():
         if words[0] == "dupes":  # its three columns are all there is
             continue

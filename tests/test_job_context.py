@@ -5,6 +5,8 @@ every ledger dialect and every strategy that issues a token."""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -15,6 +17,8 @@ import pytest
 from lockconsole import run_once
 from lockconsole.config.loader import parse_config
 from lockconsole.model.context import ENVIRONMENT
+
+from helpers import unavailable
 
 # the job writes what it was given, and nothing else of its environment, to the file it is told
 DUMP = (
@@ -152,3 +156,96 @@ def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cl
         assert document["ledger"] == "main" and document["run_id"] == f"main:{document['id']}"
         assert "actor" in document
         assert said in done.stderr
+        if shutil.which("jq") is None:
+            unavailable("jq is not installed (apt-get install jq)")
+        piped = subprocess.run(  # as a script would read it
+            f"{shlex.quote(sys.executable)} -m lockconsole --config {shlex.quote(str(config))} "
+            f"run {job} --manual --json | jq -e -r .outcome",
+            shell=True, capture_output=True, text=True, env=env, timeout=120,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert piped.returncode == 0, piped.stderr
+        assert piped.stdout == "succeeded\n" and said in piped.stderr, piped
+
+
+def test_the_environments_instance_beats_the_configs_and_the_flag_beats_both(
+    pg_url, uid, write_config, cli_env
+):  # type: ignore[no-untyped-def]
+    """`--instance`, then `$LOCKCONSOLE_INSTANCE`, then the config's `instance`, then the host
+    name: one shared config (a ConfigMap) gets each instance's name from its environment."""
+    job = f"named_{uid}"
+    config = write_config(
+        f"""
+        [lockconsole]
+        instance = "from-file-{uid}"
+        [databases.main]
+        url = "{pg_url}"
+        [jobs.{job}]
+        strategy = "pg-session"
+        command = ["true"]
+        """
+    )
+    plain = {k: v for k, v in cli_env.items() if k != "LOCKCONSOLE_INSTANCE"}
+    named = dict(plain, LOCKCONSOLE_INSTANCE=f"from-env-{uid}")
+    assert run_json(config, job, "--manual", env=plain)["instance"] == f"from-file-{uid}"
+    assert run_json(config, job, "--manual", env=named)["instance"] == f"from-env-{uid}"
+    flagged = run_json(config, job, "--manual", "--instance", f"from-flag-{uid}", env=named)
+    assert flagged["instance"] == f"from-flag-{uid}"
+
+
+def readme_block(after: str, lang: str) -> str:
+    """The first ```lang block of README.md after the line `after`."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rest = text[text.index(after) :]
+    start = rest.index(f"```{lang}\n") + len(f"```{lang}\n")
+    return rest[start : rest.index("```", start)]
+
+
+def test_the_readmes_shell_job_keyed_on_the_slot_inserts_nothing_twice(
+    pg_url, pg_conn, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    """The README's shell job, run by `lockconsole run` on PostgreSQL through psql: one invoice
+    per tenant for the slot; the same script again for that slot (a rerun) adds none, and the
+    next slot bills again."""
+    if shutil.which("psql") is None:
+        unavailable("psql is not installed (apt-get install postgresql-client)")
+    schema = f"readme_{uid}"
+    pg_conn.execute(f"create schema {schema}")
+    try:
+        pg_conn.execute(
+            f"create table {schema}.tenants (id int primary key, monthly_fee int not null);"
+            f"insert into {schema}.tenants select i, 10 * i from generate_series(1, 5) i;"
+            f"create table {schema}.invoices (tenant_id int, period text, amount int,"
+            f" run_id text, primary key (tenant_id, period))"
+        )
+        script = tmp_path / "bill.sh"
+        script.write_text(readme_block("A shell job keyed on the slot", "sh"), encoding="utf-8")
+        script.chmod(0o755)
+        job = f"shell_bill_{uid}"
+        config = write_config(
+            f'[databases.billing]\nurl = "{pg_url}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+            f'command = ["{script}"]\n'
+        )
+        sep = "&" if "?" in pg_url else "?"
+        env = dict(cli_env, BILLING_URL=f"{pg_url}{sep}options=-csearch_path%3D{schema}")
+
+        def invoices() -> list[tuple[int, str, str]]:
+            return pg_conn.execute(
+                f"select tenant_id, period, run_id from {schema}.invoices order by 2, 1"
+            ).fetchall()
+
+        first = run_json(config, job, "--slot", "2026-11-29T02:00:00Z", env=env)
+        assert first["outcome"] == "succeeded", first
+        billed = invoices()
+        assert len(billed) == 5 and {r[2] for r in billed} == {first["run_id"]}, billed
+        assert {r[1] for r in billed} == {"2026-11-29T02:00:00+00:00"}
+        again = subprocess.run(  # the job run again for the same slot: nothing twice
+            [str(script)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env=dict(env, LOCKCONSOLE_SLOT="2026-11-29T02:00:00+00:00", LOCKCONSOLE_RUN_ID="x:1"),
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert invoices() == billed
+        second = run_json(config, job, "--slot", "2026-11-30T02:00:00Z", env=env)
+        assert second["outcome"] == "succeeded" and len(invoices()) == 10
+    finally:
+        pg_conn.execute(f"drop schema {schema} cascade")

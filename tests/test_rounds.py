@@ -266,7 +266,7 @@ def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid,
         with psycopg.connect(fresh, autocommit=True) as conn:
             conn.execute("DROP TABLE lockconsole_controls")
         REGISTRY.close_all()
-        with caplog.at_level("DEBUG", logger="lockconsole.engine.runner"):
+        with caplog.at_level("DEBUG", logger="lockconsole"):
             assert attempt(1).outcome == "succeeded"
         assert any(
             "decide_run failed" in r.getMessage() and "lockconsole_controls" in r.getMessage()

@@ -28,7 +28,7 @@ from lockconsole.model.slots import utcnow
 if TYPE_CHECKING:
     from lockconsole.backends.connect import Timeouts
 
-log = logging.getLogger("lockconsole.backends.audit")
+log = logging.getLogger(__name__)
 TABLE = "lockconsole_audit"
 
 

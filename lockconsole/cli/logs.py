@@ -1,6 +1,6 @@
 """How `run` and `schedule` log to stderr: one formatter, three formats, systemd's journal.
 
-- `text` (the default): `2026-11-29 02:00:00,412 INFO lockconsole.engine.runner event=...`
+- `text` (the default): `2026-11-29 02:00:00,412 INFO lockconsole.engine.attempt event=...`
 - `logfmt`: `time=2026-11-29T02:00:00.412Z level=info logger=... event=acquired job=...`
 - `json`: one object per line, the attempt's fields as keys (`event`, `job`, `slot`, ...)
 
@@ -30,6 +30,8 @@ _PRIORITY = {
     logging.ERROR: 3,
     logging.CRITICAL: 2,
 }
+# the package's logger, parent of every module's `getLogger(__name__)`: "lockconsole"
+PACKAGE = __name__.partition(".")[0]
 FIELDS = "fields"  # the LogRecord attribute a structured line's fields ride in (`extra=`)
 
 
@@ -106,13 +108,29 @@ class LogFormatter(logging.Formatter):
 
 
 def setup(kind: str = "text", *, quiet: bool = False, stream: IO[Any] | None = None) -> None:
-    """Log lockconsole's records to `stream` (stderr) in `kind`, once per process."""
+    """Log lockconsole's records to `stream` (stderr) in `kind`, once per process.
+
+    Every module logs under its own name (`getLogger(__name__)`), so the handler sits on the
+    package's logger, `lockconsole`, and its level decides theirs. Another library's warnings
+    (a driver's, say) reach the root logger; a second handler there takes them through the same
+    formatter, so a JSON or logfmt stream holds no line of another shape and nothing raw.
+    """
     stream = stream or sys.stderr
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(LogFormatter(kind, journal=under_journal(stream)))
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "lockconsole", False)]:
-        root.removeHandler(old)
-    handler.lockconsole = True  # type: ignore[attr-defined]
-    root.addHandler(handler)
-    root.setLevel(logging.WARNING if quiet else logging.INFO)
+    formatter = LogFormatter(kind, journal=under_journal(stream))
+    package, root = logging.getLogger(PACKAGE), logging.getLogger()
+    for logger in (package, root):
+        for old in [h for h in logger.handlers if getattr(h, "lockconsole", False)]:
+            logger.removeHandler(old)
+    ours = logging.StreamHandler(stream)
+    foreign = logging.StreamHandler(stream)
+    foreign.addFilter(lambda record: not is_ours(record.name))  # ours were written already
+    for handler, logger in ((ours, package), (foreign, root)):
+        handler.setFormatter(formatter)
+        handler.lockconsole = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    package.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def is_ours(name: str) -> bool:
+    """True for the logger of the package or of one of its modules."""
+    return name == PACKAGE or name.startswith(PACKAGE + ".")

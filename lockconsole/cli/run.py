@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from lockconsole.model.jobs import Job, Run
 
 RUN_EPILOG = __doc__.split("\n\n", 1)[1]
+log = logging.getLogger(__name__)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -234,7 +235,7 @@ def cmd_run(
                 run = audited_trigger(ledger, actor, job.name, instance, attempt_and_run)
         except Stopped as exc:
             message = f"{exc}: before the lock"
-            logging.getLogger("lockconsole.engine.runner").warning(
+            log.warning(
                 "event=stopped job=%s message=%s",
                 job.name,
                 json.dumps(message),

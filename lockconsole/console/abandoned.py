@@ -30,7 +30,7 @@ from lockconsole.model.views import Alert, Holder
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
 
-log = logging.getLogger("lockconsole.console.facade")
+log = logging.getLogger(__name__)
 MAX_CHECKS = 20  # fresh checks per sweep (each opens a connection to the job's database)
 NOTE = "abandoned: its lock was found free while the attempt was still marked acquired"
 

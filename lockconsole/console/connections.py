@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lockconsole.backends.postgres.pooler import PoolerInfo
     from lockconsole.console.ledger_view import LedgerView
 
-log = logging.getLogger("lockconsole.console.facade")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Target = tuple[str, str | None]  # (database, lease table or None): where holders are seen
 Holders = tuple[HolderList, set[int] | None]  # a target's holders, and its orphaned pooled pids

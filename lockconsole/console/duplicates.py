@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
 
-log = logging.getLogger("lockconsole.console.facade")
+log = logging.getLogger(__name__)
 
 
 class Duplicates:

@@ -20,7 +20,7 @@ from lockconsole.config.loader import Config, load_config
 if TYPE_CHECKING:
     from lockconsole.engine.runner import Attempt
 
-log = logging.getLogger("lockconsole.demo.billing")
+log = logging.getLogger(__name__)
 
 PACE_ENV = "LOCKCONSOLE_DEMO_PACE"  # seconds per tenant, set by the fleet from --night-seconds
 DEFAULT_PACE = 0.03

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from lockconsole.model.errors import UsageError
 
-log = logging.getLogger("lockconsole.demo")
+log = logging.getLogger(__name__)
 
 
 def state_dir() -> Path:

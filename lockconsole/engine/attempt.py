@@ -35,7 +35,7 @@ from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError,
 from lockconsole.model.jobs import Job, Run, evolve
 from lockconsole.model.slots import utcnow
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 _EVENTS = threading.Lock()  # makes an Attempt's events on first use, once
 
 

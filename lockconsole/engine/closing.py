@@ -32,7 +32,7 @@ from lockconsole.backends.threads import start_quiet
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Run
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 LEDGER_RETRY_SECONDS = 20.0  # how long the final ledger write waits out a restarting database
 _T = TypeVar("_T")
 

@@ -29,7 +29,7 @@ from lockconsole.model.errors import DatabaseError, RunClosedError
 from lockconsole.model.jobs import Database, Job, Outcome, Run, Trigger, evolve
 from lockconsole.model.slots import manual_slot, slot_for, utcnow
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1  # the job failed; its own non-zero exit code is passed through unless reserved

@@ -35,7 +35,7 @@ from lockconsole.model.slots import next_fire, utcnow
 if TYPE_CHECKING:
     pass
 
-log = logging.getLogger("lockconsole.engine.scheduler")
+log = logging.getLogger(__name__)
 EXIT_SLACK = 1.5  # seconds after the longest stop_grace for attempts to record and release
 PRUNE_FIRST = 600.0  # seconds after the start: the first daily prune (not while starting up)
 PRUNE_EVERY = 86400.0  # seconds between two daily prunes

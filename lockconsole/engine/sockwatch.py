@@ -25,7 +25,7 @@ from typing import Protocol
 
 from lockconsole.backends.threads import start_quiet
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 _EVENTS = (
     getattr(select, "EPOLLIN", 0)
     | getattr(select, "EPOLLRDHUP", 0)

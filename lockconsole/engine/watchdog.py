@@ -34,7 +34,7 @@ from lockconsole.engine.sockwatch import SOCKETS
 IDLE_SECONDS = 60.0  # idle watchdog threads (and the ticker) wait this long for work, then end
 MAX_IDLE = 4  # idle watchdog threads kept per process
 MIN_TICK = 0.01  # seconds: the ticker never ticks faster than this
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 
 
 class Watch:

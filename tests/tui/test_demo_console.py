@@ -1,6 +1,7 @@
 """`lockconsole demo`'s console in a real terminal (tmux, 100x30): the console's trigger of the
 demo job succeeds and bills (it finds the demo's config without $LOCKCONSOLE_CONFIG, which only
-the fleet's processes get), and the describe screen of the stale holder shows its query.
+the fleet's processes get), and the describe screen of the stale holder shows its query and,
+without scrolling, how to release it.
 
 The demo runs with a temporary XDG_STATE_HOME (never a user's demo data); `q` stops the
 console, the fleet and the embedded server."""
@@ -25,7 +26,7 @@ NIGHT = 20  # the demo's default night: billing takes a quarter of it, the lock 
 
 @pytest.fixture
 def terminal(tmp_path: Path, uid: str) -> Iterator[Terminal]:
-    term = Terminal(f"lockconsole-demo-{uid}", tmp_path, size=(100, 44))
+    term = Terminal(f"lockconsole-demo-{uid}", tmp_path, size=(100, 30))
     yield term
     term.close()
 
@@ -137,9 +138,12 @@ def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
     assert "invoice_reminders" in screen.splitlines()[0], screen
     flat = " ".join(screen.split())
     assert "! STALE" in flat and "query" in flat and "advisory" in flat, screen
-    terminal.press("End")  # the body scrolls: its last line is the release hint
+    # the release hint stays in view without scrolling: the line under the body, over the footer
     terminal.wait_screen(
-        lambda s: "x: Terminate PostgreSQL backend pid" in " ".join(s.split()), "the release hint"
+        lambda s: (
+            "x: Terminate PostgreSQL backend pid" in " ".join(s.rstrip().splitlines()[-2].split())
+        ),
+        "the release hint over the footer",
     )
 
     escape(terminal)

@@ -354,3 +354,58 @@ def test_describe_job_says_when_its_ledger_commits_are_async() -> None:
 
     assert "ledger commit" in text("fast") and "async (skips and outcomes" in text("fast")
     assert "ledger commit" not in text("plain")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)], ids=["80x24", "100x30"])
+@pytest.mark.parametrize("read_only", [False, True], ids=["steering", "read-only"])
+def test_describe_holder_keeps_its_release_line_in_view_over_a_long_body(
+    size: tuple[int, int], read_only: bool
+) -> None:
+    """A holder whose facts run past the screen (a long query, as the demo's stale holder has):
+    the body scrolls, and the key line saying how to release it stays in view, under the body
+    and over the footer, without scrolling."""
+    from dataclasses import replace
+
+    from lockconsole.tui.screens.describe import HolderScreen
+
+    query = "select pg_advisory_lock(42) /* " + "tenant batch " * 120 + "*/"
+    long = replace(holder(stale=True), query=query)
+    seen: dict[str, Any] = {}
+
+    async def script(pilot: Any, app: Host) -> None:
+        await pilot.pause()
+        body = app.screen.query_one("#describe-body")
+        hint = app.screen.query_one("#describe-hint", Static)
+        seen.update(
+            scrolls=body.max_scroll_y > 0,
+            at=body.scroll_y,
+            hint=hint.region,
+            body=body.region,
+            text=text_of(app, "#describe-hint").strip(),
+            screen=app.size,
+        )
+        await pilot.press("escape")
+
+    app = drive(lambda: HolderScreen(long, read_only=read_only), script, size=size)
+    assert app.results == [None]
+    assert seen["scrolls"] and seen["at"] == 0, seen  # the body does overflow, unscrolled
+    width, height = size
+    hint = seen["hint"]
+    assert hint.height == 1 and 0 < hint.y < height - 1, seen  # above the footer's row
+    assert hint.y >= seen["body"].bottom, seen  # under the body, not in it
+    if read_only:
+        assert seen["text"] == "read-only: release is refused"
+    else:
+        assert seen["text"].startswith("x: Terminate PostgreSQL backend pid"), seen
+        assert seen["text"].endswith("(asks first)"), seen
+
+
+def test_describe_waiter_has_no_release_line() -> None:
+    """A waiter holds nothing to release: no key line under its body."""
+    from lockconsole.tui.screens.describe import HolderScreen
+
+    async def script(pilot: Any, app: Host) -> None:
+        assert not app.screen.query("#describe-hint")
+        await pilot.press("escape")
+
+    drive(lambda: HolderScreen(holder(waiter=True)), script)

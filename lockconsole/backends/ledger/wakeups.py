@@ -20,7 +20,7 @@ from lockconsole.backends import sqlfiles
 from lockconsole.backends.threads import start_quiet
 from lockconsole.model.jobs import Database
 
-log = logging.getLogger("lockconsole.serving")
+log = logging.getLogger(__name__)
 LISTEN_WAIT = 0.5  # seconds a listening thread waits for a NOTIFY before it checks for a stop
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.model.jobs import Run
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 
 
 def _last_row(cur: Any) -> tuple[Any, ...] | None:

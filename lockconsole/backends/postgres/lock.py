@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from psycopg import Cursor
     from psycopg.rows import TupleRow
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 
 CHECK_TIMEOUT = 10  # seconds: statement_timeout of the lock session
 TCP_GIVE_UP = 15  # seconds without an answer from the server before the socket fails

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.model.jobs import Database, Run
 
-log = logging.getLogger("lockconsole.engine.runner")
+log = logging.getLogger(__name__)
 _PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked once)
 
 

@@ -37,13 +37,15 @@ FIRINGS = 5  # next firings shown
 LAST_RUNS = 10  # last runs shown
 DESCRIBE_CSS = """
     & #describe-title { text-style: bold; background: $panel; padding: 0 1; }
-    & #describe-body { padding: 0 1; }
+    & #describe-body { padding: 0 1; height: 1fr; }
+    & #describe-hint { text-style: bold; background: $panel; padding: 0 1; }
     & .heading { text-style: bold; margin-top: 1; }
 """
 
 
 class DescribeScreen(Screen[object]):
-    """The common frame: a title line, a scrolling body, the footer; Escape closes."""
+    """The common frame: a title line, a scrolling body, a key line under it where the screen has
+    one, the footer; Escape closes."""
 
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__()
@@ -90,11 +92,11 @@ class HolderScreen(DescribeScreen):
         yield Static(shown(title), id="describe-title", markup=False)
         with VerticalScroll(id="describe-body"):
             yield Static(holder_details(h, self.blocks, self.zone), id="describe-fields")
-            if h.granted:
-                line = f"x: {release_target(h)} (asks first)"
-                if self.read_only:
-                    line = "read-only: release is refused"
-                yield Static(shown(line), classes="heading", markup=False)
+        if h.granted:  # under the body, not in it: in view however long the body is
+            line = f"x: {release_target(h)} (asks first)"
+            if self.read_only:
+                line = "read-only: release is refused"
+            yield Static(shown(line), id="describe-hint", markup=False)
         yield Footer()
 
     def action_release(self) -> None:
