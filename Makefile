@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test lint format bench soak screenshots clean
+.PHONY: demo test test-zones lint format bench soak screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lockconsole needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -20,6 +20,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The ledger, time and schedule tests again in a zone far from UTC (+13:45, with DST): a time
+# stored or compared in local time instead of UTC passes under TZ=UTC and fails here.
+ZONE_TESTS = tests/test_ledger.py tests/test_times.py tests/test_slots.py tests/test_dst.py tests/test_cron.py
+test-zones: $(STAMP)
+	TZ=Pacific/Chatham $(BIN)/python -m pytest $(ZONE_TESTS) -k 'not long_messages' $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lockconsole tests $(wildcard bench)
