@@ -63,7 +63,7 @@ def held(pg_url, pg_conn, uid, write_config):  # type: ignore[no-untyped-def]
 def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # type: ignore[no-untyped-def]
     config, job, pid = held
     audit_before = count(pg_conn, "lockconsole_audit")
-    runs_before = count(pg_conn, "lockconsole_runs")
+    runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")  # other tests run too
     for args in (
         ["--read-only", "release", "--job", job, "--yes"],
         ["--read-only", "release", "--pid", str(pid), "--yes"],
@@ -74,22 +74,39 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # 
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert alive(pg_conn, pid)
     assert count(pg_conn, "lockconsole_audit") == audit_before
-    assert count(pg_conn, "lockconsole_runs") == runs_before
+    assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
 
 
-def test_read_only_console_refuses_release_and_trigger(held, pg_conn) -> None:  # type: ignore[no-untyped-def]
+def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:  # type: ignore[no-untyped-def]
+    """The facade itself refuses, whoever calls it (not only the CLI and the TUI): release,
+    trigger, pause, resume and request change nothing, not even the audit."""
     config, job, pid = held
     audit_before = count(pg_conn, "lockconsole_audit")
     runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")
+    tables = ("lockconsole_controls", "lockconsole_requests")
+    present = {
+        t for (t,) in pg_conn.execute("select tablename from pg_tables").fetchall() if t in tables
+    }
+    before = {t: count(pg_conn, t) for t in present}
     with Console(load_config(str(config)), read_only=True) as console:
         (holder,) = [h for h in console.snapshot().holders if h.job == job]
         with pytest.raises(ReadOnlyError):
             console.release(holder)
         with pytest.raises(ReadOnlyError):
             console.trigger(job)
+        with pytest.raises(ReadOnlyError):
+            console.pause(job, "read-only must refuse this")
+        with pytest.raises(ReadOnlyError):
+            console.resume(job)
+        with pytest.raises(ReadOnlyError):
+            console.request(job)
     assert alive(pg_conn, pid)
     assert count(pg_conn, "lockconsole_audit") == audit_before
     assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
+    now = {
+        t for (t,) in pg_conn.execute("select tablename from pg_tables").fetchall() if t in tables
+    }
+    assert now == present and {t: count(pg_conn, t) for t in present} == before
 
 
 @pytest.mark.mysql
