@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
+import os
+import subprocess
 import sys
 
 from rich.cells import cell_len
@@ -112,3 +115,31 @@ def test_cli_streams_and_logs_mask_passwords(capsys) -> None:  # type: ignore[no
     finally:
         log.removeHandler(handler)
     assert "Sw0rdf1sh" not in stream.getvalue() and "password=***" in stream.getvalue()
+
+
+def test_redact_masks_a_password_it_was_never_told() -> None:
+    """The patterns alone mask these: a fresh interpreter where no URL was ever parsed and no
+    secret remembered (within this test process, earlier tests have remembered some)."""
+    code = (
+        "import json, sys\n"
+        "from lockconsole.config import urls\n"
+        "assert not urls._secrets, urls._secrets\n"
+        "print(json.dumps([urls.redact(t) for t in json.load(sys.stdin)]))\n"
+    )
+    renderings = [
+        "postgresql://app:NeverSeen7@db:5432/x",
+        "postgresql+psycopg://app@db/x?password=NeverSeen7&sslmode=disable",
+        "host=db user=app password='NeverSeen7' sslpassword=NeverSeen7",
+        "host=db password=NeverSeen7 dbname=x",
+        'connection failed: {"password": "NeverSeen7"}',
+        "mysql+pymysql://root:NeverSeen7@h/d",
+        "redis://:NeverSeen7@cache:6379/0",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(renderings), capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "LOCKCONSOLE_TEST_PG_URL"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for before, after in zip(renderings, json.loads(done.stdout), strict=True):
+        assert "NeverSeen7" not in after and "***" in after, (before, after)
