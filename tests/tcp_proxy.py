@@ -82,6 +82,13 @@ class SwitchableProxy:
         with self._lock:
             self._frozen.update(self._live)
 
+    def resume(self) -> None:
+        """The connections stall() froze forward again, what the kernel took meanwhile first
+        (the hung peer recovers): a client that gave up on its end is seen closing it, and the
+        server's end is closed in turn."""
+        with self._lock:
+            self._frozen.clear()
+
     def restore(self) -> None:
         self.down.clear()
 

@@ -117,6 +117,8 @@ def main() -> int:
     p.add_argument("--tenants", type=int, default=5)
     p.add_argument("--delay", type=float, default=0.2)
     p.add_argument("--skew", type=float, default=0.0)
+    # the app's own database, when lockconsole's reaches it another way (a peer that may hang)
+    p.add_argument("--app-url")
     args = p.parse_args()
     try:
         return _main(args)
@@ -131,6 +133,10 @@ def _main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     job = config.job(args.job)
     url = config.ledger_for(job).url  # the app database (ledger_database when a proxy is cut)
+    if args.app_url:
+        from lockconsole.config.urls import parse_url
+
+        url = parse_url(args.app_url)
     conn = AppDatabase(url, f"billing@{args.instance}")
     if args.slot:
         slot = datetime.fromisoformat(args.slot)
