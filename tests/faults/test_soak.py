@@ -65,9 +65,17 @@ class Fleet:
     that exited on its own before its last slot (counted in `exits`, with its last words)."""
 
     def __init__(
-        self, configs: dict[str, Path], job: str, table: str, start_file: Path, app_url: str
+        self,
+        configs: Path | dict[str, Path],
+        job: str,
+        table: str,
+        start_file: Path,
+        app_url: str | None = None,
     ) -> None:
-        self.configs, self.job, self.table, self.app_url = configs, job, table, app_url
+        """`configs`: one config for every instance, or per instance name with "*" for the
+        rest; `app_url`: the invoices' database, when some configs reach it another way."""
+        self.configs = configs if isinstance(configs, dict) else {"*": configs}
+        self.job, self.table, self.app_url = job, table, app_url
         self.start_file = start_file
         self.procs: dict[str, subprocess.Popen] = {}
         self.errs: dict[str, deque[str]] = {}  # each instance's last stderr lines
@@ -103,8 +111,7 @@ class Fleet:
             "0.015",
             "--slow-every",
             "7",
-            "--app-url",
-            self.app_url,
+            *(["--app-url", self.app_url] if self.app_url else []),
             *extra,
             clock_shift=CLOCK_SKEW.get(name, 0.0),
         )
@@ -226,7 +233,7 @@ def race(fleet: Fleet, inject: Callable[[Fleet, threading.Event], None]) -> None
 
 
 def tally(
-    runs: list[Run], rows: list[tuple], hung_slots: set[datetime]
+    runs: list[Run], rows: list[tuple], hung_slots: frozenset[datetime] = frozenset()
 ) -> tuple[dict[str, int], float]:
     """Each slot's attempts from the ledger, by kind, and the longest overlap (seconds).
 
@@ -311,7 +318,7 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
     runs = runs_of(config, job)
     rows = invoices(pg_conn, "postgresql", table)
     pg_conn.execute(f"drop table {table}")
-    counts, longest = tally(runs, rows, hung_slots(peers, runs))
+    counts, longest = tally(runs, rows, frozenset(hung_slots(peers, runs)))
     dupes = duplicate_invoices(rows)
     hung, noticed = hang_summary(peers.hangs, runs)
     # the skewed instances' attempts carry the server's time and their own offset
