@@ -20,9 +20,11 @@ from lockconsole.backends.ledger.store import finished as finished_run
 from lockconsole.backends.rounds import LOST, Finished, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import (
+    DEADLINES,
     LEDGER_RETRY_SECONDS,
     Overdue,
     borrow_lock_connection,
+    cut_ledger_loose,
     lock_still_held,
     retrying,
     within,
@@ -343,7 +345,12 @@ class Attempt:
         """Write the outcome (retried while the database is away); lock_lost if it was closed."""
 
         def write() -> Run:
-            return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+            if not self._was_lost():
+                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+            # the peer that silenced the lock's connection may hold the ledger's as well: a
+            # write with no answer in check_timeout is cut loose and made on a fresh connection
+            with DEADLINES.bound(self.job.check_timeout, lambda: cut_ledger_loose(self.ledger)):
+                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
 
         try:
             try:
