@@ -122,18 +122,25 @@ def hung_attempt(hang: Hang, runs: list[Run]) -> Run | None:
     return None if best is None else best[1]
 
 
-def what_happened(hang: Hang, run: Run | None) -> str:
+def killed(run: Run, runs: list[Run]) -> bool:
+    """The runner of `run` was killed (or died) after it: its instance's next attempt came
+    from another process."""
+    later = [r for r in runs if r.instance == run.instance and (r.id or 0) > (run.id or 0)]
+    return bool(later) and later[0].pid != run.pid
+
+
+def what_happened(hang: Hang, run: Run | None, runs: list[Run]) -> str:
     """What the hung attempt's row says: "lock lost" (recorded by the instance itself, with
     its real end), "lock lost, closed by another" (another instance or the check closed it as
     abandoned and the instance then added its real end), "unknown end" (closed, no end known),
     the outcome it recorded otherwise, or "no attempt found" (none of its rows spans the
-    instant)."""
+    instant). An unknown end says whether its runner was killed meanwhile."""
     if run is None:
         return "no attempt found"
     if run.outcome != "lock_lost":
         return run.outcome
     if run.finished_at is None:
-        return "unknown end"
+        return "unknown end, runner killed" if killed(run, runs) else "unknown end"
     return "lock lost, closed by another" if "abandoned" in (run.message or "") else "lock lost"
 
 
@@ -150,7 +157,7 @@ def hang_lines(hangs: list[Hang], runs: list[Run]) -> list[str]:
         lines.append(
             f"  {hang.at:%H:%M:%S.%f} {hang.instance} hung {hang.resumed_after:.2f} s, "
             f"session {'terminated' if hang.terminated else 'left alive'}: "
-            f"{what_happened(hang, run)}"
+            f"{what_happened(hang, run, runs)}"
             + (f" (run {run.id}, ended {took}: {run.message or ''})" if run is not None else "")
         )
     return lines
@@ -163,7 +170,7 @@ def hang_summary(hangs: list[Hang], runs: list[Run]) -> tuple[Counter[str], floa
     longest = 0.0
     for hang in hangs:
         run = hung_attempt(hang, runs)
-        result = what_happened(hang, run)
+        result = what_happened(hang, run, runs)
         results[result] += 1
         results["terminated" if hang.terminated else "left alive"] += 1
         if run is not None and result.startswith("lock lost") and run.finished_at is not None:

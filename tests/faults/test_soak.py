@@ -337,6 +337,7 @@ def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untype
             "lock lost",
             "lock lost, closed by another",
             "unknown end",
+            "unknown end, runner killed",
             "succeeded",
             "failed",
             "no attempt found",
