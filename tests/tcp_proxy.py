@@ -51,6 +51,8 @@ class SwitchableProxy:
                     self.closed.wait(0.05)
                     continue
                 ready, _, _ = select.select([a, b], [], [], 0.2)
+                if a in self._frozen:  # stall() came while waiting: these bytes stay unread
+                    continue
                 for s in ready:
                     data = s.recv(65536)
                     if not data:

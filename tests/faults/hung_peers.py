@@ -41,7 +41,7 @@ class Hang:
 
     instance: str
     at: datetime
-    terminated: bool
+    terminated: datetime | None  # when the server ended the holder's session (its clock)
     resumed_after: float  # seconds the peer stayed hung
 
 
@@ -75,9 +75,10 @@ class HungPeers:
         """Hang `name`'s peer, seen holding the lock at `at` with its session `pid`; maybe end
         that session too."""
         self.proxies[name].stall()
-        terminated = self.rng.random() < 0.5
-        if terminated:
-            pg_conn.execute("select pg_terminate_backend(%s)", (pid,))
+        terminated = None
+        if self.rng.random() < 0.5:
+            ended = "select pg_terminate_backend(%s), clock_timestamp()"
+            terminated = pg_conn.execute(ended, (pid,)).fetchone()[1]
         hold = self.rng.uniform(*self.hold)
         self._resume_at[name] = now + hold
         hang = Hang(name, at, terminated, hold)
@@ -134,9 +135,14 @@ def what_happened(hang: Hang, run: Run | None, runs: list[Run]) -> str:
     its real end), "lock lost, closed by another" (another instance or the check closed it as
     abandoned and the instance then added its real end), "unknown end" (closed, no end known),
     the outcome it recorded otherwise, or "no attempt found" (none of its rows spans the
-    instant). An unknown end says whether its runner was killed meanwhile."""
+    instant). An unknown end says whether its runner was killed meanwhile. A success after a
+    termination is told apart: its finish ran on the server before the session was ended (the
+    hang met the finish's statement on its way), or it is a success nobody could vouch for."""
     if run is None:
         return "no attempt found"
+    if run.outcome == "succeeded" and hang.terminated is not None:
+        before = run.finished_at is not None and run.finished_at <= hang.terminated + SLACK
+        return "succeeded, finished before its session ended" if before else "SUCCEEDED UNSEEN"
     if run.outcome != "lock_lost":
         return run.outcome
     if run.finished_at is None:
@@ -156,7 +162,7 @@ def hang_lines(hangs: list[Hang], runs: list[Run]) -> list[str]:
         )
         lines.append(
             f"  {hang.at:%H:%M:%S.%f} {hang.instance} hung {hang.resumed_after:.2f} s, "
-            f"session {'terminated' if hang.terminated else 'left alive'}: "
+            f"session {'left alive' if hang.terminated is None else 'terminated'}: "
             f"{what_happened(hang, run, runs)}"
             + (f" (run {run.id}, ended {took}: {run.message or ''})" if run is not None else "")
         )
@@ -172,7 +178,7 @@ def hang_summary(hangs: list[Hang], runs: list[Run]) -> tuple[Counter[str], floa
         run = hung_attempt(hang, runs)
         result = what_happened(hang, run, runs)
         results[result] += 1
-        results["terminated" if hang.terminated else "left alive"] += 1
+        results["left alive" if hang.terminated is None else "terminated"] += 1
         if run is not None and result.startswith("lock lost") and run.finished_at is not None:
             longest = max(longest, (run.finished_at - hang.at).total_seconds())
     return results, longest
