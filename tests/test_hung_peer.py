@@ -263,3 +263,43 @@ def test_a_lost_locks_outcome_is_written_on_a_fresh_connection_when_the_peer_hol
             "SELECT outcome, finished_at FROM lockconsole_runs WHERE id = %s", (run.id,)
         ).fetchone()
     assert row is not None and row[0] == "lock_lost" and row[1] is not None, row
+
+
+def test_the_job_is_told_of_the_loss_before_its_stuck_session_is_ended(
+    pg_url, proxy, uid, monkeypatch
+):  # type: ignore[no-untyped-def]
+    """A check with no answer: the job learns its lock is lost at the check's deadline, not
+    after the stuck server session is ended from a fresh connection (which can take seconds on
+    a loaded machine, 3 s at most); that session is still ended before the attempt is over."""
+    from lockconsole.api import run_once
+    from lockconsole.backends.postgres.lock import PgSessionLock
+    from lockconsole.config.loader import parse_config
+    from lockconsole.model.errors import LockLostError
+
+    slow_end = PgSessionLock.end_stuck_session
+
+    def end_slowly(self, seconds):  # type: ignore[no-untyped-def]
+        time.sleep(2.0)
+        return slow_end(self, seconds)
+
+    monkeypatch.setattr(PgSessionLock, "end_stuck_session", end_slowly)
+    job = f"told_{uid}"
+    cfg = parse_config(
+        f'[databases.main]\nurl = "{through(pg_url, proxy.port)}"\n[jobs.{job}]\n'
+        f'strategy = "pg-session"\nallow_pooler = true\nwatchdog_interval = {INTERVAL}\n'
+        f"lock_check_timeout = {CHECK_TIMEOUT}\n",
+        "<test>",
+    )
+    guard = run_once(job, config=cfg, instance="web-1", slot=datetime.fromisoformat(SLOT))
+    with pytest.raises(LockLostError), guard as attempt:
+        backend = eventually(lambda: holder_pid(pg_url, job), timeout=30)
+        proxy.stall()  # the server's session stays alive, held open by the peer
+        began = time.monotonic()
+        attempt.lost.wait(30)
+        told = time.monotonic() - began
+        attempt.check()
+    assert told < INTERVAL * 1.25 + CHECK_TIMEOUT + 1.5, told  # before the 2 s cleanup ended
+    assert holder_pid(pg_url, job) is None  # the stuck session was ended all the same
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        gone = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,))
+        assert gone.fetchone() == (0,)

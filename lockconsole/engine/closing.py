@@ -141,6 +141,31 @@ def retrying(write: Callable[[], Run]) -> Run:
             pause = min(pause * 2, 2.0)
 
 
+CLEANUP_SECONDS = 3.0  # seconds to end our own stuck session from a fresh connection
+
+
+def cut_loose(lock: Lock, job: str) -> None:
+    """The lock's connection stopped answering: cut our end of it (a call blocked on it
+    returns), then end our own server session (see end_stuck_session)."""
+    abandon = getattr(lock, "abandon", None)
+    if abandon is not None:
+        abandon()
+    end_stuck_session(lock, job)
+
+
+def end_stuck_session(lock: Lock, job: str) -> None:
+    """From a fresh connection where one can be made, end our own server session, which a peer
+    that keeps the socket open would let hold the lock for ever."""
+    end = getattr(lock, "end_stuck_session", None)
+    if end is None:
+        return
+    try:
+        ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
+        log.warning("job %s: our stuck session %s", job, "ended" if ended else "was gone")
+    except Exception as exc:  # no fresh connection either: `check` shows the holder
+        log.warning("job %s: could not end our stuck session: %s", job, exc)
+
+
 def cut_ledger_loose(ledger: Ledger) -> None:
     """Shut down the socket of the ledger's own write connection (if it has one open) without a
     word to the server: a write blocked on it returns with a connection error, and the ledger
