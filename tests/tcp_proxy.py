@@ -60,6 +60,8 @@ class SwitchableProxy:
                     self.closed.wait(0.05)
                     continue
                 ready, _, _ = select.select([a, b], [], [], 0.2)
+                if a in self._frozen:  # stall() came while waiting: these bytes stay unread
+                    continue
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
@@ -96,6 +98,14 @@ class SwitchableProxy:
         hung server, sidecar or NAT box: no reset, no error, silence)."""
         self.hung = True
         self.stall()
+
+    def resume(self) -> None:
+        """The connections stall() froze forward again, what the kernel took meanwhile first
+        (the hung peer recovers): a client that gave up on its end is seen closing it, and the
+        server's end is closed in turn."""
+        with self._lock:
+            self._frozen.clear()
+        self.hung = False
 
     def restore(self) -> None:
         """Forward new connections again; the ones a stall froze stay frozen."""

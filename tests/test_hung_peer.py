@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -220,3 +221,85 @@ def test_a_kept_session_the_peer_silenced_is_cut_and_replaced(pg_url, proxy, uid
         assert run_target(second, ["true"], handle_signals=False).outcome == "succeeded"
     finally:
         sessions.close_all()
+
+
+def test_a_lost_locks_outcome_is_written_on_a_fresh_connection_when_the_peer_holds_the_old(
+    pg_url, proxy, uid
+):  # type: ignore[no-untyped-def]
+    """A Python job (run_once) behind a peer that goes silent, its session then ended on the
+    server: the ledger's own connection is behind the same peer, so the outcome write after the
+    lost lock gets no answer there either. It is cut loose within the check's deadline and made
+    on a fresh connection: the attempt ends in seconds (not at the finish's 30 s budget) and its
+    row says lock_lost with its end, instead of staying "acquired" for the next attempt."""
+    from lockconsole.api import run_once
+    from lockconsole.config.loader import parse_config
+    from lockconsole.model.errors import LockLostError
+
+    job = f"silent_{uid}"
+    cfg = parse_config(
+        f'[databases.main]\nurl = "{through(pg_url, proxy.port)}"\n[jobs.{job}]\n'
+        f'strategy = "pg-session"\nallow_pooler = true\nwatchdog_interval = {INTERVAL}\n'
+        f"lock_check_timeout = {CHECK_TIMEOUT}\n",
+        "<test>",
+    )
+    guard = run_once(job, config=cfg, instance="web-1", slot=datetime.fromisoformat(SLOT))
+    with pytest.raises(LockLostError), guard as attempt:
+        assert attempt.acquired
+        backend = eventually(lambda: holder_pid(pg_url, job), timeout=30)
+        proxy.stall()  # the lock's and the ledger's connections hear nothing from now on
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        began = time.monotonic()
+        while True:  # a cooperative job: it stops at its next look once the loss is seen
+            attempt.check()
+            time.sleep(0.02)
+    took = time.monotonic() - began
+    run = guard.attempt.run if guard.attempt is not None else None
+    assert run is not None and run.outcome == "lock_lost", run
+    # a check every INTERVAL, its deadline, the outcome write's deadline, with room for CI
+    assert took < INTERVAL * 1.25 + 2 * CHECK_TIMEOUT + 5, took
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT outcome, finished_at FROM lockconsole_runs WHERE id = %s", (run.id,)
+        ).fetchone()
+    assert row is not None and row[0] == "lock_lost" and row[1] is not None, row
+
+
+def test_the_job_is_told_of_the_loss_before_its_stuck_session_is_ended(
+    pg_url, proxy, uid, monkeypatch
+):  # type: ignore[no-untyped-def]
+    """A check with no answer: the job learns its lock is lost at the check's deadline, not
+    after the stuck server session is ended from a fresh connection (which can take seconds on
+    a loaded machine, 3 s at most); that session is still ended before the attempt is over."""
+    from lockconsole.api import run_once
+    from lockconsole.backends.postgres.lock import PgSessionLock
+    from lockconsole.config.loader import parse_config
+    from lockconsole.model.errors import LockLostError
+
+    slow_end = PgSessionLock.end_stuck_session
+
+    def end_slowly(self, seconds):  # type: ignore[no-untyped-def]
+        time.sleep(2.0)
+        return slow_end(self, seconds)
+
+    monkeypatch.setattr(PgSessionLock, "end_stuck_session", end_slowly)
+    job = f"told_{uid}"
+    cfg = parse_config(
+        f'[databases.main]\nurl = "{through(pg_url, proxy.port)}"\n[jobs.{job}]\n'
+        f'strategy = "pg-session"\nallow_pooler = true\nwatchdog_interval = {INTERVAL}\n'
+        f"lock_check_timeout = {CHECK_TIMEOUT}\n",
+        "<test>",
+    )
+    guard = run_once(job, config=cfg, instance="web-1", slot=datetime.fromisoformat(SLOT))
+    with pytest.raises(LockLostError), guard as attempt:
+        backend = eventually(lambda: holder_pid(pg_url, job), timeout=30)
+        proxy.stall()  # the server's session stays alive, held open by the peer
+        began = time.monotonic()
+        attempt.lost.wait(30)
+        told = time.monotonic() - began
+        attempt.check()
+    assert told < INTERVAL * 1.25 + CHECK_TIMEOUT + 1.5, told  # before the 2 s cleanup ended
+    assert holder_pid(pg_url, job) is None  # the stuck session was ended all the same
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        gone = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,))
+        assert gone.fetchone() == (0,)

@@ -20,9 +20,13 @@ from lockconsole.backends.ledger.store import finished as finished_run
 from lockconsole.backends.rounds import LOST, Finished, Rounds
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import (
+    DEADLINES,
     LEDGER_RETRY_SECONDS,
     Overdue,
     borrow_lock_connection,
+    cut_ledger_loose,
+    cut_loose,
+    end_stuck_session,
     lock_still_held,
     retrying,
     within,
@@ -75,25 +79,7 @@ def _logfmt(value: object) -> str:
     return text
 
 
-def cut_loose(lock: Lock, job: str) -> None:
-    """The lock's connection stopped answering: cut our end of it (a call blocked on it
-    returns), then, from a fresh connection where one can be made, end our own server
-    session, which a peer that keeps the socket open would let hold the lock for ever."""
-    abandon = getattr(lock, "abandon", None)
-    if abandon is not None:
-        abandon()
-    end = getattr(lock, "end_stuck_session", None)
-    if end is None:
-        return
-    try:
-        ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
-        log.warning("job %s: our stuck session %s", job, "ended" if ended else "was gone")
-    except Exception as exc:  # no fresh connection either: `check` shows the holder
-        log.warning("job %s: could not end our stuck session: %s", job, exc)
-
-
 STOPPING_FINISH = 1.5  # seconds the finish may still take once a stop was asked for
-CLEANUP_SECONDS = 3.0  # seconds to end our own stuck session from a fresh connection
 CONNECT_SECONDS = 10.0  # a reconnect of the outcome write (the drivers' connect timeout)
 # their store keeps min_hold; a lock can expire there after the watchdog's last look: finish checks
 _SELF_HOLDING = ("lease", "redis")
@@ -112,6 +98,7 @@ class Attempt:
     on_lock_lost: list[Callable[[Attempt], None]] = field(default_factory=list)
     on_stop: list[Callable[[str], None]] = field(default_factory=list)
     _watch: Watch | None = None
+    _stuck: bool = False  # a check got no answer: our server session may outlive our end of it
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
@@ -203,9 +190,10 @@ class Attempt:
             return False
         try:
             return within(self.job.check_timeout, lock.still_held, "the lock check")
-        except Overdue as exc:
+        except Overdue as exc:  # cut our end now; the server's session once the job is told
             log.warning("job %s: %s: counted as a lost lock", self.job.name, exc)
-            self._cut_loose()
+            self._stuck = True
+            getattr(lock, "abandon", lambda: None)()
             return False
 
     def _cut_loose(self) -> None:
@@ -223,6 +211,8 @@ class Attempt:
                 callback(self)
             except Exception:  # the job's callback must not stop the release
                 log.exception("on_lock_lost callback failed")
+        if self._stuck and self.lock is not None:  # the job is told first: this may take seconds
+            end_stuck_session(self.lock, self.job.name)
 
     def finish(
         self, outcome: str, *, exit_code: int | None = None, message: str | None = None
@@ -343,7 +333,12 @@ class Attempt:
         """Write the outcome (retried while the database is away); lock_lost if it was closed."""
 
         def write() -> Run:
-            return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+            if not self._was_lost():
+                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
+            # the peer that silenced the lock's connection may hold the ledger's as well: a
+            # write with no answer in check_timeout is cut loose and made on a fresh connection
+            with DEADLINES.bound(self.job.check_timeout, lambda: cut_ledger_loose(self.ledger)):
+                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
 
         try:
             try:

@@ -141,6 +141,54 @@ def retrying(write: Callable[[], Run]) -> Run:
             pause = min(pause * 2, 2.0)
 
 
+CLEANUP_SECONDS = 3.0  # seconds to end our own stuck session from a fresh connection
+
+
+def cut_loose(lock: Lock, job: str) -> None:
+    """The lock's connection stopped answering: cut our end of it (a call blocked on it
+    returns), then end our own server session (see end_stuck_session)."""
+    abandon = getattr(lock, "abandon", None)
+    if abandon is not None:
+        abandon()
+    end_stuck_session(lock, job)
+
+
+def end_stuck_session(lock: Lock, job: str) -> None:
+    """From a fresh connection where one can be made, end our own server session, which a peer
+    that keeps the socket open would let hold the lock for ever."""
+    end = getattr(lock, "end_stuck_session", None)
+    if end is None:
+        return
+    try:
+        ended = within(CLEANUP_SECONDS, lambda: end(CLEANUP_SECONDS), "ending our session")
+        log.warning("job %s: our stuck session %s", job, "ended" if ended else "was gone")
+    except Exception as exc:  # no fresh connection either: `check` shows the holder
+        log.warning("job %s: could not end our stuck session: %s", job, exc)
+
+
+def cut_ledger_loose(ledger: Ledger) -> None:
+    """Shut down the socket of the ledger's own write connection (if it has one open) without a
+    word to the server: a write blocked on it returns with a connection error, and the ledger
+    reconnects for its retry."""
+    import os
+    import socket
+
+    conn = getattr(ledger, "_conn", None)
+    if conn is None or getattr(ledger, "_borrowed", False):
+        return  # unopened, or the lock's own connection: cut_loose cuts that one
+    try:  # psycopg's connection has fileno(); PyMySQL's keeps its socket in _sock
+        raw = conn.fileno() if hasattr(conn, "fileno") else conn._sock.fileno()
+        cut = socket.socket(fileno=os.dup(raw))
+    except Exception:  # closed already, or no socket of its own (SQLite): nothing to cut
+        return
+    try:
+        cut.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        cut.close()
+
+
 DECIDE_SECONDS = 15.0  # the lock session's statement_timeout (10 s) and a margin: only a peer
 # that never answers reaches it, never a server that is merely slow or waiting on a row lock
 

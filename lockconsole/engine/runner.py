@@ -21,8 +21,8 @@ from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.rounds import SKIP_HELD, Rounds
 from lockconsole.engine import faultpoints
-from lockconsole.engine.attempt import Attempt, cut_loose, log_attempt
-from lockconsole.engine.closing import DEADLINES, DECIDE_SECONDS
+from lockconsole.engine.attempt import Attempt, log_attempt
+from lockconsole.engine.closing import DEADLINES, DECIDE_SECONDS, cut_loose
 from lockconsole.engine.sessions import Session, SessionRegistry, give_back, session_key
 from lockconsole.engine.stopping import Stop
 from lockconsole.model.errors import DatabaseError, RunClosedError

@@ -47,6 +47,8 @@ def _skew_clock(seconds: float) -> None:
 def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, counts: dict) -> None:
     """Charge every tenant once for `period`; the lock's run id and token go on the invoice."""
     for tenant in range(tenants):
+        if attempt.lost.is_set():  # when the job stops on it (this process's clock)
+            counts["stopped_at"], counts["run_id"] = time.time(), attempt.run.id
         attempt.check()  # LockLostError once the watchdog saw the lock go
         row = {
             "tenant_id": tenant,
@@ -114,9 +116,12 @@ def main() -> int:
     p.add_argument("--start-file")  # --soak: print "ready", then read T0 from this file
     p.add_argument("--retry", type=float, default=0.0)
     p.add_argument("--slow-every", type=int, default=0)
+    p.add_argument("--slow-delay", type=float)  # the slow slots' step (default 5 x --delay)
     p.add_argument("--tenants", type=int, default=5)
     p.add_argument("--delay", type=float, default=0.2)
     p.add_argument("--skew", type=float, default=0.0)
+    # the app's own database, when lockconsole's reaches it another way (a peer that may hang)
+    p.add_argument("--app-url")
     args = p.parse_args()
     try:
         return _main(args)
@@ -131,6 +136,10 @@ def _main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     job = config.job(args.job)
     url = config.ledger_for(job).url  # the app database (ledger_database when a proxy is cut)
+    if args.app_url:
+        from lockconsole.config.urls import parse_url
+
+        url = parse_url(args.app_url)
     conn = AppDatabase(url, f"billing@{args.instance}")
     if args.slot:
         slot = datetime.fromisoformat(args.slot)
@@ -172,7 +181,7 @@ def _main(args: argparse.Namespace) -> int:
         time.sleep(max(0.0, t0 + index * period - real_time()))
         slot = base + timedelta(minutes=index)
         slow = args.slow_every and index % args.slow_every == 0
-        delay = args.delay * 5 if slow else args.delay
+        delay = (args.slow_delay or args.delay * 5) if slow else args.delay
         for when in (0.0, args.retry) if args.retry else (0.0,):
             if when:
                 time.sleep(when)
