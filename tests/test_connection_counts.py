@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from redis_fixture import private_redis_fixture  # noqa: F401  (the fixture)
 
 from lockconsole.config.loader import parse_config
 from lockconsole.console.facade import Console
@@ -193,3 +194,39 @@ async def test_the_console_holds_an_inspector_and_a_ledger_connection(own_pg, ui
             assert pg_sessions(own_pg) == ["lockconsole:console", "lockconsole:console-ledger"]
     finally:
         console.close()
+
+
+def test_run_of_a_redis_job_holds_one_redis_and_one_ledger_connection(
+    own_pg, private_redis, uid, write_config, cli_env, tmp_path
+):  # type: ignore[no-untyped-def]
+    """The lock on a Redis server of the test's own (every client there is the run's, but the
+    one counting), the ledger (and its fencing tokens) in a PostgreSQL database of its own."""
+    import redis
+
+    command, started, go = waiter_job(tmp_path, "wait")
+    config = write_config(
+        f'[lockconsole]\nledger_database = "ledger"\n'
+        f'[databases.cache]\nurl = "{private_redis.url}"\n'
+        f'[databases.ledger]\nurl = "{own_pg}"\n'
+        f'[jobs.j_{uid}]\ndatabase = "cache"\nstrategy = "redis"\n{command}\n'
+    )
+    go.touch()  # a first attempt makes the ledger's tables: the table counts a steady attempt
+    first = subprocess.run(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", f"j_{uid}",
+         "--slot", "2026-01-01T00:00:00+00:00"],
+        env=cli_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    go.unlink()
+    started.unlink()
+    counter = redis.Redis.from_url(private_redis.url)
+    proc = start(config, "run", f"j_{uid}", env=cli_env)
+    try:
+        eventually(started.exists, timeout=60)
+        clients = [c for c in counter.client_list() if int(c["id"]) != counter.client_id()]
+        assert len(clients) == 1, clients
+        assert len(pg_sessions(own_pg)) == 1, pg_sessions(own_pg)
+    finally:
+        go.touch()
+        assert proc.wait(timeout=60) == 0, proc.communicate()[1]
+        counter.close()
