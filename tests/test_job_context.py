@@ -249,3 +249,45 @@ def test_the_readmes_shell_job_keyed_on_the_slot_inserts_nothing_twice(
         assert second["outcome"] == "succeeded" and len(invoices()) == 10
     finally:
         pg_conn.execute(f"drop schema {schema} cascade")
+
+
+def test_the_readmes_python_job_keyed_on_the_slot_charges_each_tenant_once(
+    own_database, write_config, monkeypatch
+):  # type: ignore[no-untyped-def]
+    """The README's Python job, executed as written (its two app functions given by the test):
+    run twice for one slot with once_per_slot off, so the second run gets the lock too, its
+    claims find every key taken and it charges nobody again."""
+    import types
+
+    import psycopg
+
+    conn = psycopg.connect(own_database)
+    conn.execute(
+        "create table invoices (tenant_id int, period text, run_id text,"
+        " primary key (tenant_id, period))"
+    )
+    conn.commit()
+    config = write_config(
+        f'[databases.billing]\nurl = "{own_database}"\n[jobs.nightly_billing]\n'
+        'strategy = "pg-session"\nschedule = "0 2 * * *"\nonce_per_slot = false\n'
+    )
+    monkeypatch.setenv("LOCKCONSOLE_CONFIG", str(config))
+    charged: list[int] = []
+    tenants = [types.SimpleNamespace(id=i) for i in (1, 2, 3)]
+    code = compile(readme_block("Python job keyed on the slot:", "python"), "README.md", "exec")
+    try:
+        for _ in range(2):
+            exec(  # noqa: S102  (the README's own example, run as written)
+                code,
+                {
+                    "conn": conn,
+                    "tenants_renewing_today": lambda: tenants,
+                    "charge": lambda t: charged.append(t.id),
+                },
+            )
+        rows = conn.execute("select tenant_id, period, run_id from invoices order by 1").fetchall()
+    finally:
+        conn.close()
+    assert charged == [1, 2, 3], charged  # the second run of the slot charged nobody again
+    assert [r[0] for r in rows] == [1, 2, 3] and len({r[1] for r in rows}) == 1, rows
+    assert all(r[2] and ":" in r[2] for r in rows), rows  # the qualified run id of the first
