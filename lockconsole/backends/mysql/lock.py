@@ -48,12 +48,12 @@ class MysqlLock(LockBase):
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
 
-    def _gone(self) -> bool:
+    def gone(self) -> bool:
         return self._closed or not self.conn.open
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
-        sock = None if self._gone() else getattr(self.conn, "_sock", None)
+        sock = None if self.gone() else getattr(self.conn, "_sock", None)
         try:
             return None if sock is None else int(sock.fileno())
         except OSError:
@@ -101,7 +101,7 @@ class MysqlLock(LockBase):
         """IS_USED_LOCK(name) = CONNECTION_ID(); False on any connection error."""
         import pymysql
 
-        if not self.held or self._gone():
+        if not self.held or self.gone():
             return False
         try:
             row = self._fetch("check_lock")
@@ -121,7 +121,7 @@ class MysqlLock(LockBase):
 
     def reusable(self) -> bool:
         """Released cleanly and still connected: fit for another attempt."""
-        return not (self.held or self.lost_on_release or self._gone())
+        return not (self.held or self.lost_on_release or self.gone())
 
     def close(self) -> None:
         """Close the connection (idempotent); the server frees its locks."""

@@ -56,7 +56,7 @@ class MysqlRounds(Rounds):
         import pymysql
 
         lock = self.lock
-        if lock.held or lock._gone():
+        if lock.held or lock.gone():
             return None
         params = ledger.insert_params(run)
         now = ledger.now()
@@ -96,7 +96,7 @@ class MysqlRounds(Rounds):
         import pymysql
 
         lock = self.lock
-        if lock._gone():
+        if lock.gone():
             lock.held = False
             raise lock._error(f"GET_LOCK({lock.name!r}, 0)", exc or OSError("no answer"))
         lock.held = True
@@ -121,7 +121,7 @@ class MysqlRounds(Rounds):
         import pymysql
 
         lock = self.lock
-        if not lock.held or lock._gone():
+        if not lock.held or lock.gone():
             return None
         params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
         params.update(name=lock.name, lost_message=params["message"] or LOST)

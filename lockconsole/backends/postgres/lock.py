@@ -82,13 +82,13 @@ class _PgLock(LockBase):
             self._ports_seen = True
             prepare_if_direct(self.conn, server_port, client_port)
 
-    def _gone(self) -> bool:
+    def gone(self) -> bool:
         return bool(self.conn.closed or self.conn.broken)
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
         try:
-            return None if self._gone() else int(self.conn.fileno())
+            return None if self.gone() else int(self.conn.fileno())
         except Exception:
             return None
 
@@ -114,7 +114,7 @@ class _PgLock(LockBase):
         """True while pg_locks shows this backend holding the key; False on any connection error."""
         import psycopg
 
-        if not self.held or self._gone():
+        if not self.held or self.gone():
             return False
         try:
             if not self._timeout_set:
@@ -130,7 +130,7 @@ class _PgLock(LockBase):
 
     def reusable(self) -> bool:
         """Released cleanly, connected and idle (no open transaction): fit for another attempt."""
-        if self.held or self.lost_on_release or self._gone():
+        if self.held or self.lost_on_release or self.gone():
             return False
         return bool(self.conn.pgconn.transaction_status == _IDLE)
 
@@ -293,7 +293,7 @@ class PgXactLock(_PgLock):
         if not self.held:
             return None
         self.held = False
-        if self._gone():
+        if self.gone():
             self.lost_on_release = True
             return False
         self._end(commit=commit)
@@ -308,7 +308,7 @@ class PgXactLock(_PgLock):
             else:
                 self.conn.rollback()
         except psycopg.Error as exc:
-            if self._gone():  # the session died, and the transaction's lock with it
+            if self.gone():  # the session died, and the transaction's lock with it
                 self.lost_on_release = True
                 return
             raise self._error("COMMIT" if commit else "ROLLBACK", exc) from None

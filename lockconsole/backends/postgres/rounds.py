@@ -179,7 +179,7 @@ class SessionRounds(Rounds):
     def _undecided(self, tried: Any, exc: BaseException) -> None:
         """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
         lock = self.lock
-        if lock._gone():
+        if lock.gone():
             lock.held = False
             raise lock._error("pg_try_advisory_lock", exc) from None
         got = pid = None
@@ -220,7 +220,7 @@ class SessionRounds(Rounds):
         import psycopg
 
         lock = self.lock
-        if not lock.held or lock._gone():
+        if not lock.held or lock.gone():
             return None
         finish_sql = sqlfiles.load("finish_release_run", "postgresql")
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
@@ -269,7 +269,7 @@ class XactRounds(Rounds):
                 lock.conn.execute(sqlfiles.load("rollback_transaction"))
                 row = ledger.decide(params)
         except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
-            if not lock._gone():
+            if not lock.gone():
                 raise lock._error("ROLLBACK", exc) from None
             return None
         except DatabaseError as exc:  # the ledger's trouble: go on one statement at a time
@@ -315,7 +315,7 @@ class XactRounds(Rounds):
             row = lock._row(cur, "finish_release_run")
         except psycopg.Error as exc:
             log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
-            if not lock._gone():
+            if not lock.gone():
                 try:  # the lock was taken before the savepoint: it is still held
                     conn.execute(sqlfiles.load("rollback_to_finish"))
                 except psycopg.Error:
@@ -330,7 +330,7 @@ def _spoke(lock: _PgLock) -> bool:
     """The idle connection is gone or has something to say (a terminated session's last
     words): the one-statement-at-a-time path handles that without a pipeline, which on a
     dead connection logs "error ignored terminating"."""
-    if lock._gone():
+    if lock.gone():
         return True
     try:
         readable, _, _ = select.select([lock.conn.fileno()], [], [], 0)
