@@ -83,7 +83,7 @@ class LockBase:
         finally:
             cut.close()
 
-    def _error(self, what: str, exc: BaseException) -> Exception:
+    def failure(self, what: str, exc: BaseException) -> Exception:
         raise NotImplementedError
 
     def _unlock(
@@ -103,7 +103,7 @@ class LockBase:
             if self.gone():
                 self.lost_on_release = True
                 return False
-            raise self._error(what, exc) from None
+            raise self.failure(what, exc) from None
         if not (row and row[0]):
             self.lost_on_release = True
         return not self.lost_on_release

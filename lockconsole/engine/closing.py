@@ -117,7 +117,7 @@ def borrow_lock_connection(ledger: Ledger, lock: Lock | None) -> bool:
     conn = getattr(lock, "conn", None)
     if conn is None or lock.gone() or not lock.database.shares_connection(ledger.database):
         return False
-    ledger._drop_connection()
+    ledger.drop_connection()
     ledger.borrow(conn)
     return True
 

@@ -44,7 +44,7 @@ class MysqlLock(LockBase):
             cur.execute(sql)
             return cur.fetchone()
 
-    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+    def failure(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
 
@@ -85,7 +85,7 @@ class MysqlLock(LockBase):
         try:
             row = self._fetch("get_lock")
         except (pymysql.MySQLError, OSError) as exc:
-            raise self._error(f"GET_LOCK({self.name!r}, 0)", exc) from None
+            raise self.failure(f"GET_LOCK({self.name!r}, 0)", exc) from None
         if row is None:  # GET_LOCK always answers one row: a broken session
             raise DatabaseError(f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0): no row")
         got, self.session_id = row[0], int(row[1])
