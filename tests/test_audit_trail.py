@@ -74,7 +74,7 @@ def test_an_older_ledger_gains_the_actor_column_and_a_manual_run_names_who_asked
     ledger_db = Database("ledger", parse_url(fresh_ledger))
     with Ledger(ledger_db) as ledger:
         ledger.create_schema()
-        engine = ledger._sa_engine()
+        engine = ledger.sa_engine()
         with engine.begin() as conn:  # the ledger as the release before the column wrote it
             conn.exec_driver_sql(f"ALTER TABLE {TABLE} DROP COLUMN actor")
     job = f"nightly_{uid}"
@@ -187,7 +187,7 @@ def test_an_account_that_may_not_add_the_column_is_told_the_one_statement_its_ow
     ledger_db = Database("ledger", parse_url(fresh_pg))
     with Ledger(ledger_db) as ledger:
         ledger.create_schema()
-        with ledger._sa_engine().begin() as conn:
+        with ledger.sa_engine().begin() as conn:
             conn.exec_driver_sql(f"ALTER TABLE {TABLE} DROP COLUMN actor")
     role = f"runner_{uid}"
     with psycopg.connect(fresh_pg, autocommit=True) as admin:

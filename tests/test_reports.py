@@ -325,9 +325,9 @@ def test_lock_kept_after_its_run_finished_is_stale(setup, plain_session, monkeyp
     with run_once(job.name, config=cfg, instance="web-1") as attempt:
         assert attempt.acquired
         lock = attempt.lock
-        suffix = "_pair" if "key1" in lock._params else ""
+        suffix = "_pair" if "key1" in lock.key_params else ""
         query = sqlfiles.load("try_advisory_lock_plain" + suffix)
-        assert lock.conn.execute(query, lock._params).fetchone()[0] is True
+        assert lock.conn.execute(query, lock.key_params).fetchone()[0] is True
         monkeypatch.setattr(lock, "close", lambda: None)
     assert not lock.held  # the run let its own hold go: the one taken on top of it remains
     try:

@@ -22,12 +22,17 @@ class Lock(Protocol):
     database: Database
     session_id: int | None  # PostgreSQL backend pid / MySQL connection id; None for leases
     fencing_token: int | None  # leases: from the row; redis: issued by the ledger (fence)
+    held: bool  # this object holds the lock now, as far as it knows (still_held() asks)
 
     def acquire(self) -> bool:
         """Try once, without waiting: True when this session now holds the lock."""
 
     def still_held(self) -> bool:
         """False when the lock or its connection is gone (may raise DatabaseError)."""
+
+    def gone(self) -> bool:
+        """True when the lock's own connection is closed or broken, without asking the
+        server; always False for the kinds that open a new connection when one breaks."""
 
     def release(self) -> bool | None:
         """Give the lock back (a lease honours min_hold); harmless after a loss.
@@ -52,8 +57,9 @@ class LockBase:
     def release(self) -> bool | None:
         raise NotImplementedError
 
-    def _gone(self) -> bool:
-        raise NotImplementedError
+    def gone(self) -> bool:
+        """Leases and Redis open a new connection when one breaks: nothing dies with it."""
+        return False
 
     def abandon(self) -> None:
         """Cut our end of the lock's connection now, without a word to the server: a call
@@ -77,7 +83,7 @@ class LockBase:
         finally:
             cut.close()
 
-    def _error(self, what: str, exc: BaseException) -> Exception:
+    def failure(self, what: str, exc: BaseException) -> Exception:
         raise NotImplementedError
 
     def _unlock(
@@ -88,16 +94,16 @@ class LockBase:
         if not self.held:
             return None
         self.held = False
-        if self._gone():
+        if self.gone():
             self.lost_on_release = True
             return False
         try:
             row = run()
         except errors as exc:
-            if self._gone():
+            if self.gone():
                 self.lost_on_release = True
                 return False
-            raise self._error(what, exc) from None
+            raise self.failure(what, exc) from None
         if not (row and row[0]):
             self.lost_on_release = True
         return not self.lost_on_release

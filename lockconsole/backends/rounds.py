@@ -7,6 +7,7 @@ picks it, or None where nothing is merged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -48,6 +49,39 @@ class Rounds:
         message: str | None,
     ) -> Finished | None:
         raise NotImplementedError
+
+
+def settle(
+    ledger: Ledger,
+    run: Run,
+    row: tuple[Any, ...],
+    params: dict[str, Any],
+    *,
+    pause_row: tuple[Any, ...],
+    let_go: Callable[[], object],
+    session_id: int | None,
+    slot_done: Callable[[], object] | None = None,
+) -> Run | None:
+    """What a decide_run answer (outcome, id, claim id, message, ...) means, for every kind.
+
+    "paused": the lock is let go (`let_go`, harmless when it is not held) and the attempt
+    recorded in the pause's words (`pause_row`: note, paused_by, paused_at, paused_until).
+    No outcome: None, the runner goes on one statement at a time (the pooler guard stopped
+    the try, or an earlier attempt of the slot is still "acquired"). "skipped" because the slot
+    already ran: `slot_done`, by default `let_go` (the kinds whose decide_run let the lock go
+    itself say what its answer meant instead). Otherwise the recorded Run; decide_run's UPDATE
+    that changes no row showed that this role may close the attempt.
+    """
+    outcome, claim_id = row[0], row[2]
+    if outcome == "paused":
+        let_go()
+        return record_pause(ledger, run, pause_row)
+    if outcome is None:
+        return None
+    if outcome == "skipped" and claim_id is not None:
+        (slot_done or let_go)()
+    ledger.finish_allowed = True
+    return recorded(run, row, params, session_id)
 
 
 def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None) -> Run:

@@ -10,6 +10,10 @@ from lockconsole.model.jobs import RUN_COLUMNS
 
 QUERIES = Path(__file__).parent / "queries"
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
+# a fragment placed in a statement: `{name:argument}`, on a line of its own or with text around it
+_FRAGMENT = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<before>.*?)\{(?P<name>held_advisory_lock):(?P<arg>[^}]+)\}", re.M
+)
 _RESERVED = frozenset({"trigger"})  # column names that must be quoted in SQL
 # columns a statement decides itself (decide_run: from its CTE `decided`), not given as parameters
 DECIDED = ("outcome", "finished_at", "message", "session_id", "fencing_token")
@@ -35,6 +39,21 @@ def run_column_lists(dialect: str | None) -> dict[str, str]:
     }
 
 
+def _fragments(text: str) -> str:
+    """`text` with each `{fragment:argument}` replaced by that fragment's file, its `{pid}` the
+    argument, its lines after the first indented as the placeholder's line is."""
+
+    def placed(match: re.Match[str]) -> str:
+        fragment = load(match["name"]).replace("{pid}", match["arg"])
+        indent = match["indent"]
+        lines = fragment.splitlines()
+        return (
+            indent + match["before"] + "\n".join([lines[0], *(indent + line for line in lines[1:])])
+        )
+
+    return _FRAGMENT.sub(placed, text)
+
+
 @cache
 def load(name: str, dialect: str | None = None) -> str:
     """The text of `name.sql`, preferring `name_<dialect>.sql` when it exists.
@@ -52,6 +71,8 @@ def load(name: str, dialect: str | None = None) -> str:
             while lines and lines[0].lstrip().startswith("--"):  # header comments stay local
                 lines.pop(0)
             text = "\n".join(lines).strip().rstrip(";")
+            if "{held_advisory_lock:" in text:
+                text = _fragments(text)
             if "{run_" in text:
                 for placeholder, columns in run_column_lists(dialect).items():
                     text = text.replace(placeholder, columns)

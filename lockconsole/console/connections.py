@@ -257,7 +257,7 @@ class Connections:
             (name, "no run ledger table (lockconsole_runs): nothing ran here; read-only makes none")
             for name in ledgers
             if self.read_only and name not in errors and name in self._ledgers
-            and self._ledgers[name]._schema_checked and self._ledgers[name].present is None
+            and self._ledgers[name].schema_checked and self._ledgers[name].present is None
         ]  # fmt: skip
 
     def ledger(self, name: str) -> Ledger:

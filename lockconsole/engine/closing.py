@@ -115,9 +115,9 @@ def borrow_lock_connection(ledger: Ledger, lock: Lock | None) -> bool:
     if not isinstance(lock, LockBase) or lock.strategy not in ("pg-session", "mysql"):
         return False
     conn = getattr(lock, "conn", None)
-    if conn is None or lock._gone() or not lock.database.shares_connection(ledger.database):
+    if conn is None or lock.gone() or not lock.database.shares_connection(ledger.database):
         return False
-    ledger._drop_connection()
+    ledger.drop_connection()
     ledger.borrow(conn)
     return True
 

@@ -228,10 +228,10 @@ def _decide(
             return decided, rounds
         pause = pause_of(ledger, job.name, base.started_at)
         if pause is not None:
-            if getattr(lock, "held", False):
+            if lock.held:
                 lock.release()
             return _record_skip(ledger, base, pause.reason(), "paused"), rounds
-    if not (getattr(lock, "held", False) or lock.acquire()):
+    if not (lock.held or lock.acquire()):
         return _record_skip(ledger, base, SKIP_HELD), rounds
     if claims:
         claim = _slot_claim(ledger, job, base.slot, base.instance, base.started_at)

@@ -64,14 +64,14 @@ class Watch:
         """Stop watching; returns once no check or on_lost is running (safe from on_lost too)."""
         if self.fd is not None:
             SOCKETS.remove(self.fd, self)
-        if not self.pool._unnote(self):
+        if not self.pool.forget_watch(self):
             return  # never came due: no thread has it
         assert self.stopped is not None and self._busy is not None
         self.stopped.set()
         with self._busy:
             pass
 
-    def _arm(self) -> None:
+    def came_due(self) -> None:
         """The watch came due, or watches a socket (under the pool's lock): make its events."""
         if self.stopped is None:
             self.stopped = threading.Event()
@@ -132,14 +132,14 @@ class _Worker:
     def _loop(self) -> None:
         while True:
             if not self.assigned.wait(self.pool.idle_seconds):
-                if self.pool._retire(self):
+                if self.pool.may_retire(self):
                     return
                 continue  # handed a watch just as it timed out
             self.assigned.clear()
             watch, self.watch = self.watch, None
             if watch is not None:
                 watch.run()
-            if not self.pool._rest(self):
+            if not self.pool.keep_idle(self):
                 return
 
 
@@ -176,7 +176,7 @@ class WatchdogPool:
         start = False
         with self._ticking:
             if fd is not None:
-                watch._arm()
+                watch.came_due()
             self._pending[id(watch)] = watch
             self._last_watch = time.monotonic()
             ticker = self._ticker
@@ -199,7 +199,7 @@ class WatchdogPool:
         with self._mutex:
             return len(self._idle)
 
-    def _unnote(self, watch: Watch) -> bool:
+    def forget_watch(self, watch: Watch) -> bool:
         """A watch stops: the ticker will not hand it out; True if it already did."""
         with self._ticking:
             self._pending.pop(id(watch), None)
@@ -212,7 +212,7 @@ class WatchdogPool:
                 due = [w for w in self._pending.values() if w.due <= now]
                 for w in due:
                     del self._pending[id(w)]
-                    w._arm()
+                    w.came_due()
                 if not due:
                     if not self._pending and now - self._last_watch > self.idle_seconds:
                         self._ticker = None
@@ -235,7 +235,7 @@ class WatchdogPool:
             self.started += 1
         start_quiet(_Worker(self, watch).thread)
 
-    def _rest(self, worker: _Worker) -> bool:
+    def keep_idle(self, worker: _Worker) -> bool:
         """A worker finished its watch: keep it idle (True) or let it end (False)."""
         with self._mutex:
             if len(self._idle) >= self.max_idle:
@@ -243,7 +243,7 @@ class WatchdogPool:
             self._idle.append(worker)
             return True
 
-    def _retire(self, worker: _Worker) -> bool:
+    def may_retire(self, worker: _Worker) -> bool:
         """An idle worker timed out: True if it may end (it was not handed a watch meanwhile)."""
         with self._mutex:
             if worker.assigned.is_set():

@@ -69,7 +69,7 @@ class LeaseLock(LockBase):
         self.fencing_token: int | None = None
         self.held = False
         self.lost_before_release = False  # release() found the lease already expired/taken
-        self._has_fencing: bool | None = None
+        self.has_fencing: bool | None = None  # the table has fencing_token (None: unchecked)
         self._table: Table | None = None
         self._engine: Any = None
         self._conn: Any = None
@@ -79,7 +79,7 @@ class LeaseLock(LockBase):
 
     # -- connection -------------------------------------------------------------------------
 
-    def _failed(self, exc: BaseException) -> DatabaseError:
+    def failed(self, exc: BaseException) -> DatabaseError:
         """A one-line DatabaseError naming the masked URL, never a password."""
         orig = getattr(exc, "orig", None) or exc
         url = self.database.url
@@ -98,13 +98,13 @@ class LeaseLock(LockBase):
         if self._table is None:
             table_name = self.job.lease_table
             try:
-                self._has_fencing = ensure_lease_table(self._conn, table_name, self.dialect)
+                self.has_fencing = ensure_lease_table(self._conn, table_name, self.dialect)
             except ValueError as exc:
                 raise DatabaseError(f"{self.database.url.masked}: {exc}") from None
-            self._table = lease_table(table_name, self.dialect, fencing=self._has_fencing)
+            self._table = lease_table(table_name, self.dialect, fencing=self.has_fencing)
         return self._conn
 
-    def _drop_connection(self) -> None:
+    def drop_connection(self) -> None:
         """Forget a broken connection (the next call opens a new one)."""
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -113,6 +113,17 @@ class LeaseLock(LockBase):
                 conn.close()
             except Exception:
                 pass
+
+    def merged_statement(self, name: str, *, drop: bool = True) -> tuple[Any, _Compiled]:
+        """The raw connection and the compiled statement `name`, for a statement merged with
+        the ledger's (rounds.py); a DatabaseError when they cannot be had (the connection is
+        then forgotten, when `drop`)."""
+        try:
+            return self._connection().connection.dbapi_connection, self._statements()[name]
+        except self._errors as exc:
+            if drop:
+                self.drop_connection()
+            raise self.failed(exc) from None
 
     def _run(self, name: str, given: dict[str, Any], fetch: str | None = None) -> Any:
         """Run one compiled statement on the raw connection: a row, a scalar or the row count."""
@@ -149,14 +160,14 @@ class LeaseLock(LockBase):
     # -- the statements, built and compiled once ----------------------------------------------
 
     def _statements(self) -> dict[str, _Compiled]:
-        key = (self._table, self._has_fencing, self.job.max_duration, self.job.min_hold)
+        key = (self._table, self.has_fencing, self.job.max_duration, self.job.min_hold)
         if self._built_for != key:
             self._stmts = self._build()
             self._built_for = key
         return self._stmts
 
     def _build(self) -> dict[str, _Compiled]:
-        t, dialect, fencing = self._table, self.dialect, self._has_fencing
+        t, dialect, fencing = self._table, self.dialect, self.has_fencing
         assert t is not None
         max_duration = self.job.max_duration or DEFAULT_MAX_DURATION
         if dialect == "sqlite":  # the Python clock, bound per call as SQLAlchemy stores it
@@ -231,8 +242,8 @@ class LeaseLock(LockBase):
         try:
             got, token = self._acquire()
         except self._errors as exc:
-            self._drop_connection()
-            raise self._failed(exc) from None
+            self.drop_connection()
+            raise self.failed(exc) from None
         if got:  # a refusal leaves an earlier hold of this object as it was
             self.held, self.fencing_token, self.lost_before_release = True, token, False
         return got
@@ -240,7 +251,7 @@ class LeaseLock(LockBase):
     def _acquire(self) -> tuple[bool, int | None]:
         """(won, fencing token): one statement on PostgreSQL; INSERT, then UPDATE + SELECT."""
         self._connection()
-        fencing = self._has_fencing
+        fencing = self.has_fencing
         until = {"until": self.job.max_duration or DEFAULT_MAX_DURATION}
         if self.dialect == "postgresql":
             found = self._run("acquire", {}, "row")
@@ -270,7 +281,7 @@ class LeaseLock(LockBase):
                 found = self._run("check", {"token": self.fencing_token, **self._clock()}, "row")
                 return found is not None
             except errors:
-                self._drop_connection()
+                self.drop_connection()
                 if attempt == 2:
                     return False
         return False
@@ -287,9 +298,9 @@ class LeaseLock(LockBase):
             try:
                 changed = self._release()
             except self._errors as exc:
-                self._drop_connection()
+                self.drop_connection()
                 if attempt == 2:
-                    raise self._failed(exc) from None
+                    raise self.failed(exc) from None
             else:
                 self.lost_before_release = changed != 1
                 return not self.lost_before_release

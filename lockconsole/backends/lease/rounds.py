@@ -19,11 +19,12 @@ statement at a time. Leases on MySQL and SQLite are not merged.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.lease.lock import LeaseLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
+from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -38,22 +39,14 @@ class LeaseRounds(Rounds):
     def __init__(self, lock: LeaseLock) -> None:
         self.lock = lock
 
-    def _dbapi(self) -> Any:
-        return self.lock._connection().connection.dbapi_connection
-
     def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
         import psycopg
 
         lock = self.lock
         if lock.held:
             return None
-        try:
-            conn = self._dbapi()
-            acquire = lock._statements()["acquire"]
-        except lock._errors as exc:
-            lock._drop_connection()
-            raise lock._failed(exc) from None
-        token = "max(t.token)::text" if lock._has_fencing else "''"
+        conn, acquire = lock.merged_statement("acquire")
+        token = "max(t.token)::text" if lock.has_fencing else "''"
         tried = (
             f"WITH t(token) AS ({acquire.sql}) "
             "SELECT set_config('lockconsole.got', (count(*) > 0)::text, true), "
@@ -75,25 +68,17 @@ class LeaseRounds(Rounds):
         except psycopg.Error as exc:  # the pipeline's one transaction rolled back: no lease
             lock.held = False
             if conn.closed or conn.broken:
-                lock._drop_connection()
-                raise lock._failed(exc) from None
+                lock.drop_connection()
+                raise lock.failed(exc) from None
             log.debug("decide_run failed, going on one statement at a time: %s", exc)
             return None
         if got_text == "true":
             lock.held, lock.lost_before_release = True, False
             lock.fencing_token = int(token_text) if token_text else None
-        outcome, claim_id = row[0], row[2]
-        if outcome == "paused":
-            if lock.held:
-                lock.release()
-            return record_pause(ledger, run, row[5:9])
-        if outcome is None:
-            return None  # an earlier attempt of the slot is still "acquired"
-        if outcome == "skipped" and claim_id is not None:
-            lock.release()
-        ledger._can_finish = True
-        decided = recorded(run, row, params, None)
-        if outcome == "acquired":
+        decided = settle(
+            ledger, run, row, params, pause_row=row[5:9], let_go=lock.release, session_id=None
+        )
+        if decided is not None and decided.outcome == "acquired":
             from lockconsole.model.jobs import evolve
 
             decided = evolve(decided, fencing_token=lock.fencing_token)
@@ -114,9 +99,8 @@ class LeaseRounds(Rounds):
         if not lock.held:
             return None
         try:
-            conn = self._dbapi()
-            release = lock._statements()["release_held"]
-        except lock._errors:
+            conn, release = lock.merged_statement("release_held", drop=False)
+        except DatabaseError:
             return None
         sql = sqlfiles.load("finish_release_lease", "postgresql").replace("{released}", release.sql)
         params = dict(release.params({"token": lock.fencing_token}))
@@ -128,7 +112,7 @@ class LeaseRounds(Rounds):
         except psycopg.Error as exc:  # rolled back: nothing written, nothing released
             log.debug("finish_release_lease failed, going on one statement at a time: %s", exc)
             if conn.closed or conn.broken:
-                lock._drop_connection()
+                lock.drop_connection()
             return None
         lock.held, lock.lost_before_release = False, not held
         return Finished(bool(held), closed, bool(held))

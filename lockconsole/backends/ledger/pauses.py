@@ -34,15 +34,15 @@ class Controls:
             if self.ledger.read_only:  # reads what exists: no table is no pause
                 from sqlalchemy import inspect
 
-                if not inspect(self.ledger._sa_engine()).has_table(CONTROLS_TABLE):
+                if not inspect(self.ledger.sa_engine()).has_table(CONTROLS_TABLE):
                     return []
-            elif not self.ledger._schema_checked:
+            elif not self.ledger.schema_checked:
                 self.ledger.create_schema()
-            with self.ledger._sa_engine().begin() as conn:
+            with self.ledger.sa_engine().begin() as conn:
                 return work(conn)
         except SQLAlchemyError as exc:
             orig = getattr(exc, "orig", None) or exc
-            raise DatabaseError(self.ledger._describe(orig)) from None
+            raise DatabaseError(self.ledger.describe(orig)) from None
 
     def pauses(self, now: datetime) -> dict[str, Pause]:
         """Every pause in force at `now`, by job."""

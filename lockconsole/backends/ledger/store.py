@@ -10,11 +10,11 @@ The table is defined once with SQLAlchemy Core (`schema()`) and created on first
 aware datetimes (a naive one is refused with ValueError) and returns aware UTC ones.
 
 The runner's writes (`record`, `finish`, `slot_claim`) go through a raw, autocommit DB-API
-connection with the SQL in `backends/queries/` and do not import SQLAlchemy (that would cost
-a cron job ~200 ms of cold start). Only when a write finds no table does the ledger import
-SQLAlchemy, create the schema, and retry. If the connection dropped between calls (a server
-restart, a killed session) the statement is retried once on a new connection. The report
-reads (`runs`, `slot_runs`) use SQLAlchemy Core. Its times are the server's (`now`, clock.py).
+connection with the SQL in `backends/queries/` and do not import SQLAlchemy (that would cost a cron
+job ~200 ms of cold start). Only when a write finds no table does the ledger import SQLAlchemy,
+create the schema, and retry. If the connection dropped between calls (a server restart, a killed
+session) the statement is retried once on a new connection. The report reads (`runs`, `slot_runs`)
+use SQLAlchemy Core. Its times are the server's (`now`, clock.py).
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class Ledger:
         self._conn: Any = None
         self._borrowed = False  # _conn is another object's (a lock's): close() leaves it open
         self._engine: Any = None
-        self._schema_checked = False
+        self.schema_checked = False
         self._ports_seen = False  # the write connection's ports were looked at (insert_run)
-        self._can_finish = False  # an UPDATE of the ledger was allowed (probe_finish_run)
+        self.finish_allowed = False  # this role may UPDATE the ledger (probe_finish_run)
 
     # connections
 
@@ -152,10 +152,10 @@ class Ledger:
         message = truncate(run.message)
         if message is not run.message:
             run = evolve(run, message=message)
-        if run.outcome == "acquired" and not self._can_finish:
+        if run.outcome == "acquired" and not self.finish_allowed:
             # before a job may run: can this role close the attempt it is about to open?
             self._execute("probe_finish_run", {}, lambda cur: None)
-            self._can_finish = True
+            self.finish_allowed = True
         params = self.insert_params(run)
         if self.dialect == "postgresql":
             new_id = self._execute("insert_run", params, self._returned_id)
@@ -256,9 +256,8 @@ class Ledger:
         return self._execute(query, self._values(params), _new_id)
 
     def _values(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {
-            k: to_db(v, self.dialect) if isinstance(v, datetime) else v for k, v in params.items()
-        }
+        dialect = self.dialect
+        return {k: to_db(v, dialect) if isinstance(v, datetime) else v for k, v in params.items()}
 
     def slot_claim(self, job: str, slot: datetime) -> Run | None:
         """The oldest attempt of `job` at `slot` that is running ("acquired") or "succeeded".
@@ -291,17 +290,15 @@ class Ledger:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            ensure(self._sa_engine())
+            ensure(self.sa_engine())
         except SQLAlchemyError as exc:
-            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+            raise DatabaseError(self.describe(getattr(exc, "orig", None) or exc)) from None
         finally:  # the pool would keep this connection open for the process's life
             if self._engine is not None and self.dialect != "sqlite":
                 self._engine.dispose()
-        self._schema_checked = True
+        self.schema_checked = True
 
-    # internals
-
-    def _sa_engine(self) -> Any:
+    def sa_engine(self) -> Any:
         if self._engine is None:
             from lockconsole.backends.sa import engine_for
 
@@ -328,16 +325,16 @@ class Ledger:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            if not self._schema_checked and self.read_only:  # read what exists, create nothing
-                self.present, self._schema_checked = reads.present_columns(self._sa_engine()), True
-            elif not self._schema_checked:
+            if not self.schema_checked and self.read_only:  # read what exists, create nothing
+                self.present, self.schema_checked = reads.present_columns(self.sa_engine()), True
+            elif not self.schema_checked:
                 self.create_schema()
             if self.read_only and self.present is None:
                 return []  # no ledger table yet: nothing ran here (see `present`)
-            with self._sa_engine().connect() as conn:
+            with self.sa_engine().connect() as conn:
                 rows = conn.execute(build(self.present)).mappings().all()
         except SQLAlchemyError as exc:
-            raise DatabaseError(self._describe(getattr(exc, "orig", None) or exc)) from None
+            raise DatabaseError(self.describe(getattr(exc, "orig", None) or exc)) from None
         return [dict(row) for row in rows]
 
     def _execute(self, name: str, params: dict[str, Any], handle: Any) -> Any:
@@ -367,15 +364,19 @@ class Ledger:
                     continue
                 if kind == "gone" and not reconnected:
                     reconnected = True
-                    self._drop_connection()
+                    self.drop_connection()
                     continue
                 if kind == "missing" and create_error is not None:
                     raise create_error from None
                 if kind == "denied":
-                    raise LedgerDenied(self._describe(exc) + _grant_hint(name, TABLE)) from None
-                raise DatabaseError(self._describe(exc)) from None
+                    raise LedgerDenied(self.describe(exc) + _grant_hint(name, TABLE)) from None
+                raise DatabaseError(self.describe(exc)) from None
 
-    def _drop_connection(self) -> None:
+    def trouble(self, exc: BaseException) -> str | None:
+        """What kind of driver error `exc` is (errors.classify), with the write connection."""
+        return classify(exc, self._conn)
+
+    def drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         self._borrowed = False  # a borrowed connection that broke is closed like our own
         if conn is not None:
@@ -384,7 +385,7 @@ class Ledger:
             except Exception:  # it is already broken
                 pass
 
-    def _describe(self, exc: BaseException) -> str:
+    def describe(self, exc: BaseException) -> str:
         return f"run ledger on {self.url.masked}: {scrub(first_line(exc), self.url)}"
 
 

@@ -44,16 +44,16 @@ class MysqlLock(LockBase):
             cur.execute(sql)
             return cur.fetchone()
 
-    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+    def failure(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
 
-    def _gone(self) -> bool:
+    def gone(self) -> bool:
         return self._closed or not self.conn.open
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
-        sock = None if self._gone() else getattr(self.conn, "_sock", None)
+        sock = None if self.gone() else getattr(self.conn, "_sock", None)
         try:
             return None if sock is None else int(sock.fileno())
         except OSError:
@@ -85,7 +85,7 @@ class MysqlLock(LockBase):
         try:
             row = self._fetch("get_lock")
         except (pymysql.MySQLError, OSError) as exc:
-            raise self._error(f"GET_LOCK({self.name!r}, 0)", exc) from None
+            raise self.failure(f"GET_LOCK({self.name!r}, 0)", exc) from None
         if row is None:  # GET_LOCK always answers one row: a broken session
             raise DatabaseError(f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0): no row")
         got, self.session_id = row[0], int(row[1])
@@ -101,7 +101,7 @@ class MysqlLock(LockBase):
         """IS_USED_LOCK(name) = CONNECTION_ID(); False on any connection error."""
         import pymysql
 
-        if not self.held or self._gone():
+        if not self.held or self.gone():
             return False
         try:
             row = self._fetch("check_lock")
@@ -121,7 +121,7 @@ class MysqlLock(LockBase):
 
     def reusable(self) -> bool:
         """Released cleanly and still connected: fit for another attempt."""
-        return not (self.held or self.lost_on_release or self._gone())
+        return not (self.held or self.lost_on_release or self.gone())
 
     def close(self) -> None:
         """Close the connection (idempotent); the server frees its locks."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.ledger.times import to_db
 from lockconsole.backends.mysql.lock import MysqlLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -56,7 +56,7 @@ class MysqlRounds(Rounds):
         import pymysql
 
         lock = self.lock
-        if lock.held or lock._gone():
+        if lock.held or lock.gone():
             return None
         params = ledger.insert_params(run)
         now = ledger.now()
@@ -75,30 +75,35 @@ class MysqlRounds(Rounds):
         if row is None:
             self._undecided(None)
             return None
-        outcome, _, claim_id, _, unlocked, got, connection_id = row[:7]
+        unlocked, got, connection_id = row[4:7]
         lock.session_id = int(connection_id)
         if got is None:  # the server refused the name: the one-statement path says why
             return None
         lock.held = int(got) == 1 and not unlocked
-        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
-            if lock.held:
-                lock.release()
-            return record_pause(ledger, run, row[7:11])
-        if outcome is None:
-            return None  # an earlier attempt of the slot is still "acquired"
-        if claim_id is not None and int(got) == 1 and not unlocked:
-            lock.lost_on_release = True
-        ledger._can_finish = True
-        return recorded(run, row, params, lock.session_id)
+
+        def slot_done() -> None:  # decide_run let the lock go, unless it had gone meanwhile
+            if int(got) == 1 and not unlocked:
+                lock.lost_on_release = True
+
+        return settle(
+            ledger,
+            run,
+            row,
+            params,
+            pause_row=row[7:11],
+            let_go=lock.release,
+            session_id=lock.session_id,
+            slot_done=slot_done,
+        )
 
     def _undecided(self, exc: BaseException | None) -> None:
         """After a failed call: lock.held as the server says, or a DatabaseError if it is gone."""
         import pymysql
 
         lock = self.lock
-        if lock._gone():
+        if lock.gone():
             lock.held = False
-            raise lock._error(f"GET_LOCK({lock.name!r}, 0)", exc or OSError("no answer"))
+            raise lock.failure(f"GET_LOCK({lock.name!r}, 0)", exc or OSError("no answer"))
         lock.held = True
         lock.held = lock.still_held()
         if lock.held and lock.session_id is None:  # the attempt's row names the holding session
@@ -121,7 +126,7 @@ class MysqlRounds(Rounds):
         import pymysql
 
         lock = self.lock
-        if not lock.held or lock._gone():
+        if not lock.held or lock.gone():
             return None
         params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
         params.update(name=lock.name, lost_message=params["message"] or LOST)

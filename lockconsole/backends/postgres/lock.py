@@ -53,8 +53,10 @@ class _PgLock(LockBase):
         self.session_id: int | None = None  # pg_backend_pid() of the lock connection
         self.held = False
         self.lost_on_release = False  # release found the lock (or its session) already gone
-        self._params, self._suffix = _key_params(job)
-        self._identity = dict(
+        # the key as the lock functions take it: `key`, or `key1` and `key2`
+        self.key_params, self._suffix = _key_params(job)
+        # the key as pg_locks shows it: classid, objid, objsubid
+        self.identity = dict(
             zip(("classid", "objid", "objsubid"), pg_locks_identity(job.key), strict=True)
         )
         self._timeout_set = False
@@ -65,11 +67,12 @@ class _PgLock(LockBase):
     def _sql(self, verb: str) -> str:
         return sqlfiles.load(verb + self._suffix)
 
-    def _error(self, what: str, exc: BaseException) -> DatabaseError:
+    def failure(self, what: str, exc: BaseException) -> DatabaseError:
+        """`what` failed on this lock's database, said in one line without a password."""
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
 
-    def _row(self, cursor: Cursor[TupleRow], what: str) -> TupleRow:
+    def one_row(self, cursor: Cursor[TupleRow], what: str) -> TupleRow:
         """The one row a lock function's SELECT answers."""
         row = cursor.fetchone()
         if row is None:
@@ -82,13 +85,13 @@ class _PgLock(LockBase):
             self._ports_seen = True
             prepare_if_direct(self.conn, server_port, client_port)
 
-    def _gone(self) -> bool:
+    def gone(self) -> bool:
         return bool(self.conn.closed or self.conn.broken)
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
         try:
-            return None if self._gone() else int(self.conn.fileno())
+            return None if self.gone() else int(self.conn.fileno())
         except Exception:
             return None
 
@@ -104,7 +107,7 @@ class _PgLock(LockBase):
             connect_timeout=max(1, int(seconds)),
         )
         try:
-            row = conn.execute(sqlfiles.load("terminate_pg_holder"), params | self._identity)
+            row = conn.execute(sqlfiles.load("terminate_pg_holder"), params | self.identity)
             found = row.fetchone()
         finally:
             conn.close()
@@ -114,7 +117,7 @@ class _PgLock(LockBase):
         """True while pg_locks shows this backend holding the key; False on any connection error."""
         import psycopg
 
-        if not self.held or self._gone():
+        if not self.held or self.gone():
             return False
         try:
             if not self._timeout_set:
@@ -123,14 +126,14 @@ class _PgLock(LockBase):
                 timeout = {"timeout": f"{CHECK_TIMEOUT}s"}
                 self.conn.execute(sqlfiles.load("set_statement_timeout"), timeout)
                 self._timeout_set = True
-            row = self.conn.execute(sqlfiles.load("check_advisory_lock"), self._identity).fetchone()
+            row = self.conn.execute(sqlfiles.load("check_advisory_lock"), self.identity).fetchone()
         except psycopg.Error:
             return False
         return bool(row and row[0])
 
     def reusable(self) -> bool:
         """Released cleanly, connected and idle (no open transaction): fit for another attempt."""
-        if self.held or self.lost_on_release or self._gone():
+        if self.held or self.lost_on_release or self.gone():
             return False
         return bool(self.conn.pgconn.transaction_status == _IDLE)
 
@@ -170,8 +173,6 @@ class PgSessionLock(_PgLock):
             if mode != "session":
                 raise PoolerRefused(self._refusal(mode, evidence))
             got, _ = self._try(any_port=True)
-        else:
-            self._warn_if_proxied(server_port)
         self.held = bool(got)
         return self.held
 
@@ -180,29 +181,51 @@ class PgSessionLock(_PgLock):
         if self.job.allow_pooler and server_port is not None and server_port != self._dsn_port():
             log.warning("%s", self._refusal(None, self._mismatch(server_port), allowed=True))
 
-    def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
-        """(got, server port); got is None when the pooler guard stopped the statement.
+    def try_statement(self, *, any_port: bool) -> tuple[str, dict[str, Any], bool]:
+        """The try-lock's text, its parameters, and whether the pooler guard is in it.
 
         The guard is a property of the connection, so once it has let a try through on this
         connection the later tries use the plain statement (no server port: nothing to warn).
+        The guarded statement answers (got, pid, server port, client port), the plain one
+        (got, pid).
         """
+        if self._guard_passed:
+            return self._sql("try_advisory_lock_plain"), self.key_params, False
+        params = {**self.key_params, "any_port": any_port, "port": self._dsn_port()}
+        return self._sql("try_advisory_lock"), params, True
+
+    def answered(
+        self,
+        got: bool | None,
+        pid: int,
+        server_port: int | None,
+        client_port: int | None,
+        *,
+        guarded: bool,
+    ) -> None:
+        """Take in the try-lock's answer: the session's pid; after a guarded try, whether the
+        guard let it through, the connection's ports (a direct one prepares its repeated
+        statements) and, when allow_pooler let it through a proxy, a warning in the log."""
+        self.session_id = int(pid)
+        if guarded:
+            self._note_ports(server_port, client_port)
+            self._guard_passed = got is not None
+            if got is not None:
+                self._warn_if_proxied(server_port)
+
+    def _try(self, *, any_port: bool) -> tuple[bool | None, int | None]:
+        """(got, server port); got is None when the pooler guard stopped the statement."""
         import psycopg
 
+        sql, params, guarded = self.try_statement(any_port=any_port)
         try:
-            if self._guard_passed:
-                cur = self.conn.execute(self._sql("try_advisory_lock_plain"), self._params)
-                got, pid = self._row(cur, "pg_try_advisory_lock")
-                self.session_id = int(pid)
-                return got, None
-            params = {**self._params, "any_port": any_port, "port": self._dsn_port()}
-            cur = self.conn.execute(self._sql("try_advisory_lock"), params)
-            row = self._row(cur, "pg_try_advisory_lock")
+            row = self.one_row(self.conn.execute(sql, params), "pg_try_advisory_lock")
         except psycopg.Error as exc:
-            raise self._error("pg_try_advisory_lock", exc) from None
-        self.session_id = int(row[1])
-        self._note_ports(row[2], row[3])
-        self._guard_passed = row[0] is not None
-        return row[0], row[2]
+            raise self.failure("pg_try_advisory_lock", exc) from None
+        got, pid = row[0], row[1]
+        server_port, client_port = (row[2], row[3]) if guarded else (None, None)
+        self.answered(got, pid, server_port, client_port, guarded=guarded)
+        return got, server_port
 
     def _dsn_port(self) -> int:
         try:
@@ -241,7 +264,7 @@ class PgSessionLock(_PgLock):
         import psycopg
 
         return self._unlock(
-            lambda: self.conn.execute(self._sql("advisory_unlock"), self._params).fetchone(),
+            lambda: self.conn.execute(self._sql("advisory_unlock"), self.key_params).fetchone(),
             (psycopg.Error,),
             "pg_advisory_unlock",
         )
@@ -272,17 +295,17 @@ class PgXactLock(_PgLock):
             if _PIPELINE[0]:
                 with self.conn.pipeline():
                     self.conn.execute(sqlfiles.load("begin_transaction"))
-                    cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)
+                    cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self.key_params)
             else:  # libpq < 14: two round trips
                 self.conn.execute(sqlfiles.load("begin_transaction"))
-                cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self._params)
-            row = self._row(cur, "pg_try_advisory_xact_lock")
+                cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self.key_params)
+            row = self.one_row(cur, "pg_try_advisory_xact_lock")
         except psycopg.Error as exc:
             try:
                 self.conn.rollback()
             except psycopg.Error:
                 pass
-            raise self._error("pg_try_advisory_xact_lock", exc) from None
+            raise self.failure("pg_try_advisory_xact_lock", exc) from None
         self.session_id = int(row[1])
         self._note_ports(row[2], row[3])
         return bool(row[0])
@@ -293,7 +316,7 @@ class PgXactLock(_PgLock):
         if not self.held:
             return None
         self.held = False
-        if self._gone():
+        if self.gone():
             self.lost_on_release = True
             return False
         self._end(commit=commit)
@@ -308,10 +331,10 @@ class PgXactLock(_PgLock):
             else:
                 self.conn.rollback()
         except psycopg.Error as exc:
-            if self._gone():  # the session died, and the transaction's lock with it
+            if self.gone():  # the session died, and the transaction's lock with it
                 self.lost_on_release = True
                 return
-            raise self._error("COMMIT" if commit else "ROLLBACK", exc) from None
+            raise self.failure("COMMIT" if commit else "ROLLBACK", exc) from None
 
 
 def _key_params(job: Job) -> tuple[dict[str, int], str]:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, record_pause, recorded
+from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -51,18 +51,18 @@ _NO_KEY = {"key": None, "key1": None, "key2": None}
 
 
 @cache
-def _tried(suffix: str, guarded: bool) -> str:
+def _tried(try_sql: str, guarded: bool) -> str:
     """The try-lock (guarded on a new connection), its answer kept in lockconsole.got."""
     if guarded:
         return (
             "WITH t(got, pid, server_port, client_port) AS MATERIALIZED ("
-            + sqlfiles.load("try_advisory_lock" + suffix)
+            + try_sql
             + ") SELECT set_config('lockconsole.got', COALESCE(t.got::text, 'guard'), true),"
             " t.got, t.pid, t.server_port, t.client_port FROM t"
         )
     return (
         "WITH t(got, pid) AS MATERIALIZED ("
-        + sqlfiles.load("try_advisory_lock_plain" + suffix)
+        + try_sql
         + ") SELECT set_config('lockconsole.got', t.got::text, true), t.got, t.pid,"
         " NULL::integer, NULL::integer FROM t"
     )
@@ -79,7 +79,7 @@ def pipelines() -> bool:
 
 def _keys(lock: _PgLock) -> dict[str, Any]:
     """The key as both statements take it: `key`, or `key1` and `key2`; the others None."""
-    return {**_NO_KEY, **lock._params}
+    return {**_NO_KEY, **lock.key_params}
 
 
 def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
@@ -115,7 +115,7 @@ def _finish_params(
 ) -> dict[str, Any]:
     params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
     params.update(_keys(lock))
-    params.update(lock._identity)
+    params.update(lock.identity)
     params["lost_message"] = params["message"] or LOST
     params["async_commit"] = lock.job.ledger_commit == "async"
     return params
@@ -135,12 +135,9 @@ class SessionRounds(Rounds):
         lock = self.lock
         if lock.held or _spoke(lock):
             return None
-        guarded = not lock._guard_passed
-        tried_sql = _tried(lock._suffix, guarded)
+        try_sql, tried_params, guarded = lock.try_statement(any_port=lock.job.allow_pooler)
+        tried_sql = _tried(try_sql, guarded)
         decide_sql = sqlfiles.load("decide_run", "postgresql")
-        tried_params: dict[str, Any] = dict(lock._params)
-        if guarded:
-            tried_params.update(any_port=lock.job.allow_pooler, port=lock._dsn_port())
         params = _decide_params(ledger, run, lock, got=None, claims=claims, here=True)
         params["session_id"] = None
         conn = lock.conn
@@ -149,43 +146,41 @@ class SessionRounds(Rounds):
             with conn.pipeline():
                 tried = conn.execute(tried_sql, tried_params)
                 decided = conn.execute(decide_sql, params)
-            tried_row = lock._row(tried, "pg_try_advisory_lock")
-            row = lock._row(decided, "decide_run")
+            tried_row = lock.one_row(tried, "pg_try_advisory_lock")
+            row = lock.one_row(decided, "decide_run")
         except psycopg.Error as exc:
             self._undecided(tried, exc)
             return None
         _, got, pid, server_port, client_port = tried_row
-        outcome, _, claim_id, _, unlocked = row[:5]
-        lock.session_id = int(pid)
-        if guarded:
-            lock._note_ports(server_port, client_port)
-            lock._guard_passed = got is not None
-            if got is not None:
-                lock._warn_if_proxied(server_port)
-        if not ledger._ports_seen and ledger._conn is None:
-            ledger._ports_seen = True  # the lock's connection stands for the ledger's here
+        unlocked = row[4]
+        lock.answered(got, pid, server_port, client_port, guarded=guarded)
         lock.held = bool(got) and not unlocked
-        if outcome == "paused":  # decide_run let the lock go again: a paused job holds nothing
-            if lock.held:
-                lock.release()
-            return record_pause(ledger, run, row[5:9])
-        if outcome is None:
-            return None  # the guard stopped the try, or a claim is still "acquired"
-        if got and claim_id is not None and not unlocked:
-            lock.lost_on_release = True  # the slot was done and the lock had gone meanwhile
-        ledger._can_finish = True
-        return recorded(run, row, params, lock.session_id)
+
+        def slot_done() -> None:  # decide_run let the lock go, unless it had gone meanwhile
+            if got and not unlocked:
+                lock.lost_on_release = True
+
+        return settle(
+            ledger,
+            run,
+            row,
+            params,
+            pause_row=row[5:9],
+            let_go=lock.release,
+            session_id=lock.session_id,
+            slot_done=slot_done,
+        )
 
     def _undecided(self, tried: Any, exc: BaseException) -> None:
         """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
         lock = self.lock
-        if lock._gone():
+        if lock.gone():
             lock.held = False
-            raise lock._error("pg_try_advisory_lock", exc) from None
+            raise lock.failure("pg_try_advisory_lock", exc) from None
         got = pid = None
         try:
             if tried is not None:
-                _, got, pid = lock._row(tried, "pg_try_advisory_lock")[:3]
+                _, got, pid = lock.one_row(tried, "pg_try_advisory_lock")[:3]
         except Exception:
             got = pid = None
         lock.held = bool(got)
@@ -220,13 +215,13 @@ class SessionRounds(Rounds):
         import psycopg
 
         lock = self.lock
-        if not lock.held or lock._gone():
+        if not lock.held or lock.gone():
             return None
         finish_sql = sqlfiles.load("finish_release_run", "postgresql")
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
         params["release"] = True
         try:
-            row = lock._row(lock.conn.execute(finish_sql, params), "finish_release_run")
+            row = lock.one_row(lock.conn.execute(finish_sql, params), "finish_release_run")
         except psycopg.Error as exc:
             log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
             return None
@@ -269,23 +264,21 @@ class XactRounds(Rounds):
                 lock.conn.execute(sqlfiles.load("rollback_transaction"))
                 row = ledger.decide(params)
         except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
-            if not lock._gone():
-                raise lock._error("ROLLBACK", exc) from None
+            if not lock.gone():
+                raise lock.failure("ROLLBACK", exc) from None
             return None
         except DatabaseError as exc:  # the ledger's trouble: go on one statement at a time
             log.debug("decide_run failed, going on one statement at a time: %s", exc)
             return None
-        outcome, claim_id = row[0], row[2]
-        if outcome == "paused":
-            if got:
-                lock.release(commit=False)
-            return record_pause(ledger, run, row[5:9])
-        if outcome is None:
-            return None  # an earlier attempt of the slot is still "acquired"
-        if outcome == "skipped" and claim_id is not None:
-            lock.release(commit=False)
-        ledger._can_finish = True
-        return recorded(run, row, params, lock.session_id)
+        return settle(
+            ledger,
+            run,
+            row,
+            params,
+            pause_row=row[5:9],
+            let_go=lambda: lock.release(commit=False),
+            session_id=lock.session_id,
+        )
 
     def finish(
         self,
@@ -312,10 +305,10 @@ class XactRounds(Rounds):
                 conn.execute(sqlfiles.load("savepoint_finish"))
                 cur = conn.execute(sqlfiles.load("finish_release_run", "postgresql"), params)
                 conn.execute(sqlfiles.load("commit_transaction"))
-            row = lock._row(cur, "finish_release_run")
+            row = lock.one_row(cur, "finish_release_run")
         except psycopg.Error as exc:
             log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
-            if not lock._gone():
+            if not lock.gone():
                 try:  # the lock was taken before the savepoint: it is still held
                     conn.execute(sqlfiles.load("rollback_to_finish"))
                 except psycopg.Error:
@@ -330,7 +323,7 @@ def _spoke(lock: _PgLock) -> bool:
     """The idle connection is gone or has something to say (a terminated session's last
     words): the one-statement-at-a-time path handles that without a pipeline, which on a
     dead connection logs "error ignored terminating"."""
-    if lock._gone():
+    if lock.gone():
         return True
     try:
         readable, _, _ = select.select([lock.conn.fileno()], [], [], 0)

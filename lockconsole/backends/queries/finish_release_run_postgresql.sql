@@ -6,18 +6,7 @@
 -- The outcome's finished_at / exit_code / message are taken as given. With %(async_commit)s (the
 -- job's ledger_commit = "async"), the transaction commits without waiting for the WAL flush.
 WITH held AS MATERIALIZED (
-    SELECT EXISTS (
-        SELECT 1
-        FROM pg_locks
-        WHERE locktype = 'advisory'
-          AND granted
-          AND mode = 'ExclusiveLock'
-          AND pid = pg_backend_pid()
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND classid::bigint = %(classid)s::bigint
-          AND objid::bigint = %(objid)s::bigint
-          AND objsubid = %(objsubid)s::smallint
-    ) AS held
+    {held_advisory_lock:pg_backend_pid()} AS held
 ),
 closed AS (
     UPDATE lockconsole_runs

@@ -23,7 +23,6 @@ from typing import Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import first_line
-from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger import clock
 from lockconsole.backends.ledger.retention.summary import SlotSummary, judge, to_run
 from lockconsole.backends.ledger.store import Ledger
@@ -266,12 +265,12 @@ def prune(
             try:
                 step()
             except Exception as exc:
-                if not (dry_run and classify(exc, ledger._conn) == "missing"):
+                if not (dry_run and ledger.trouble(exc) == "missing"):
                     raise  # dry: a table that is not there has nothing to prune
     except DatabaseError:
         raise
     except Exception as exc:
-        if classify(exc, ledger._conn) is None:
+        if ledger.trouble(exc) is None:
             raise
         said = scrub(first_line(exc), database.url)
         raise DatabaseError(f"prune of the ledger on {database.url.masked}: {said}") from None
