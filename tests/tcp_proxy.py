@@ -91,6 +91,55 @@ class SwitchableProxy:
         self.listener.close()
 
 
+class HangingProxy(SwitchableProxy):
+    """hang(): the database hangs. Open connections stop being forwarded, new ones are accepted
+    and never answered (no reset, no error: silence). resume(): the open connections forward
+    again, new ones reach the server, and those accepted while hung are closed."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.hung = threading.Event()
+        self.held: list[socket.socket] = []
+        super().__init__(target)
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.hung.is_set():
+                with self._lock:
+                    self.held.append(client)  # kept open, never answered
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._live += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def hang(self) -> None:
+        self.hung.set()
+        self.stall()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._frozen.clear()
+            held, self.held = self.held, []
+            self.hung.clear()
+        for client in held:
+            client.close()
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            held, self.held = self.held, []
+        for client in held:
+            client.close()
+
+
 class CountingProxy(SwitchableProxy):
     """A proxy that counts round trips: each burst a client sends after the server last spoke.
 

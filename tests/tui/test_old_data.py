@@ -14,8 +14,6 @@ awaited: each test polls with `pilot.pause` up to a deadline.
 from __future__ import annotations
 
 import re
-import socket
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -30,46 +28,9 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders import HoldersView
 
 from helpers import sync, until
-from tcp_proxy import SwitchableProxy
+from tcp_proxy import HangingProxy
 
 SIZE = (160, 40)
-
-
-class HangingProxy(SwitchableProxy):
-    """A proxy whose hang() makes the database hang: open connections stop being forwarded,
-    new ones are accepted and never answered (no reset, no error: silence)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.hung = threading.Event()
-        self.held: list[socket.socket] = []
-        super().__init__(target)
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.hung.is_set():
-                self.held.append(client)  # kept open, never answered
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._live += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def hang(self) -> None:
-        self.hung.set()
-        self.stall()
-
-    def close(self) -> None:
-        super().close()
-        for client in self.held:
-            client.close()
 
 
 @pytest.fixture
