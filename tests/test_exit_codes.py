@@ -28,8 +28,9 @@ COMMANDS = {
     "resume": ["resume", "j"],
     "output": ["output", "1"],
     "request": ["request", "j"],
+    "release": ["release", "--job", "j", "--yes"],
 }
-HUNG = ("locks", "history", "check", "audit", "run", "output")  # each waits for its timeout
+HUNG = ("locks", "history", "check", "audit", "run", "output", "release")  # each waits for its timeout
 
 
 @pytest.fixture(scope="module")
