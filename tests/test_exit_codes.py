@@ -30,7 +30,8 @@ COMMANDS = {
     "request": ["request", "j"],
     "release": ["release", "--job", "j", "--yes"],
 }
-HUNG = ("locks", "history", "check", "audit", "run", "output", "release")  # each waits for its timeout
+# each waits for its timeout
+HUNG = ("locks", "history", "check", "audit", "run", "output", "release")
 
 
 @pytest.fixture(scope="module")
