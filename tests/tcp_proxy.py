@@ -27,7 +27,8 @@ class SwitchableProxy:
         self.down = threading.Event()
         self.closed = threading.Event()
         self._frozen: set[socket.socket] = set()  # stall(): kept open, never forwarded again
-        self.hung = False  # hang(): new connections are frozen too
+        self.hung = False  # hang(): new connections are accepted and held, never answered
+        self.held: list[socket.socket] = []
         self._lock = threading.Lock()
         self._live: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -41,6 +42,10 @@ class SwitchableProxy:
             if self.down.is_set():
                 client.close()
                 continue
+            if self.hung:
+                with self._lock:
+                    self.held.append(client)  # kept open, never answered
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -51,9 +56,6 @@ class SwitchableProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        if self.hung:
-            with self._lock:
-                self._frozen.add(a)
         try:
             while not self.down.is_set():
                 if a in self._frozen:  # a peer that acknowledges everything, answers nothing
@@ -102,10 +104,14 @@ class SwitchableProxy:
     def resume(self) -> None:
         """The connections stall() froze forward again, what the kernel took meanwhile first
         (the hung peer recovers): a client that gave up on its end is seen closing it, and the
-        server's end is closed in turn."""
+        server's end is closed in turn. Those accepted while hung are closed; new ones reach
+        the server."""
         with self._lock:
             self._frozen.clear()
-        self.hung = False
+            held, self.held = self.held, []
+            self.hung = False
+        for client in held:
+            client.close()
 
     def restore(self) -> None:
         """Forward new connections again; the ones a stall froze stay frozen."""
@@ -116,6 +122,10 @@ class SwitchableProxy:
         self.closed.set()
         self.cut()
         self.listener.close()
+        with self._lock:
+            held, self.held = self.held, []
+        for client in held:
+            client.close()
 
 
 class CountingProxy(SwitchableProxy):

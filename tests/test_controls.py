@@ -217,3 +217,24 @@ def test_a_pause_with_until_ends_by_itself(
     assert cli(config, "resume", job, env=cli_env).returncode == 0  # nothing left to end
     actions = [(a, r) for a, _, r in audit_rows(config, job)]
     assert actions == [("pause", "paused"), ("resume", "not_paused")]
+
+
+def test_a_read_only_console_reads_pauses_whether_the_table_comes_or_goes(tmp_path: Path) -> None:
+    """Read-only, no control table is no pause; once seen, the table is not asked for again,
+    and a table dropped since is no pause again (not an error)."""
+    from lockconsole.backends.ledger.pauses import _HAS_TABLE, Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.config.urls import parse_url
+    from lockconsole.model.jobs import Database, Pause
+
+    db = Database("main", parse_url(f"sqlite:///{tmp_path / 'ledger.db'}"))
+    now = datetime.now(UTC)
+    with Ledger(db, read_only=True) as reader, Ledger(db) as writer:
+        assert Controls(reader).pauses(now) == {}
+        Controls(writer).pause(Pause("billing", "incident", "ops@laptop", now))
+        assert list(Controls(reader).pauses(now)) == ["billing"]
+        assert reader in _HAS_TABLE
+        with writer._sa_engine().begin() as conn:
+            conn.execute(text("DROP TABLE lockconsole_controls"))
+        assert Controls(reader).pauses(now) == {}
+        assert reader not in _HAS_TABLE

@@ -28,8 +28,10 @@ COMMANDS = {
     "resume": ["resume", "j"],
     "output": ["output", "1"],
     "request": ["request", "j"],
+    "release": ["release", "--job", "j", "--yes"],
 }
-HUNG = ("locks", "history", "check", "audit", "run", "output")  # each waits for its timeout
+# each waits for its timeout
+HUNG = ("locks", "history", "check", "audit", "run", "output", "release")
 
 
 @pytest.fixture(scope="module")

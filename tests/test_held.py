@@ -56,6 +56,20 @@ def test_a_reused_pid_is_a_new_holder_and_a_gone_one_is_forgotten() -> None:
     assert again.first_seen == T0 + 7 * SECOND
 
 
+def test_one_gone_among_many_is_forgotten_even_when_another_is_listed_twice() -> None:
+    """Entries are updated in place and the table is rebuilt when fewer holders were seen
+    than it holds: a holder listed twice in one read (two modes of one key) counts once."""
+    seen = Sightings()
+    seen.stamp([lock(key="1"), lock(key="2"), lock(key="3")], T0)
+    twice = [lock(key="1"), lock(key="1", mode="ShareLock"), lock(key="3")]
+    [one, also, three] = seen.stamp(twice, T0 + SECOND)  # key 2 was released
+    assert one.first_seen == also.first_seen == three.first_seen == T0
+    [two] = seen.stamp([lock(key="2")], T0 + 2 * SECOND)
+    assert two.first_seen == T0 + 2 * SECOND, "a released lock taken again is new"
+    [kept] = seen.stamp([lock(key="2")], T0 + 3 * SECOND)
+    assert kept.first_seen == T0 + 2 * SECOND
+
+
 def test_an_unreadable_database_keeps_its_sightings() -> None:
     seen = Sightings()
     seen.stamp([lock(), lock(database="other")], T0)

@@ -3,40 +3,23 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from redis_fixture import redis_job_config, redis_server_fixture, redis_url_fixture  # noqa: F401
 
 from conftest import PYTHON
-from runner_helpers import MARK_AND_SLEEP, lockconsole, pg_job_config, runs_of
-
-STRATEGIES = [
-    ("pg-session", "pg"),
-    ("pg-xact", "pg"),
-    ("mysql", "mysql"),
-    ("lease", "pg"),
-    ("lease", "mysql"),
-    ("lease", "sqlite"),
-    ("redis", "redis"),
-]
+from runner_helpers import (  # noqa: F401
+    MARK_AND_SLEEP,
+    STRATEGIES,
+    STRATEGY_IDS,
+    lockconsole,
+    pg_job_config,
+    runs_of,
+    url_for_fixture,
+)
 
 
-@pytest.fixture
-def url_for(request, tmp_path: Path):  # type: ignore[no-untyped-def]
-    def pick(kind: str) -> str:
-        if kind == "pg":
-            return request.getfixturevalue("pg_url")
-        if kind == "mysql":
-            return request.getfixturevalue("mysql_url")
-        if kind == "redis":
-            return request.getfixturevalue("redis_url")
-        return f"sqlite:///{tmp_path / 'lease.db'}"
-
-    return pick
-
-
-@pytest.mark.parametrize(("strategy", "db"), STRATEGIES, ids=[f"{s}-{d}" for s, d in STRATEGIES])
+@pytest.mark.parametrize(("strategy", "db"), STRATEGIES, ids=STRATEGY_IDS)
 def test_three_instances_one_runs(strategy, db, url_for, uid, write_config, cli_env, tmp_path):
     job = f"nightly_billing_{uid}"
     if strategy == "redis":  # the ledger stays in SQL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.connect import Timeouts, pg_connect_params
@@ -13,6 +14,28 @@ if TYPE_CHECKING:
 
 _MYSQL_QUERY = ("charset", "unix_socket")
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
+_DIALECT_MODULES = {
+    "postgresql": "sqlalchemy.dialects.postgresql.psycopg",
+    "mysql": "sqlalchemy.dialects.mysql.pymysql",
+    "sqlite": "sqlalchemy.dialects.sqlite.pysqlite",
+}
+
+
+def import_first(dialects: Iterable[str], *modules: str) -> None:
+    """Import SQLAlchemy, the dialects named and `modules` in the calling thread.
+
+    SQLAlchemy imports its modules in cycles: two threads importing it for the first time at
+    once can fail ("partially initialized module 'sqlalchemy.util' has no attribute
+    'MemoizedSlots'", or "deadlock detected by _ModuleLock"). A caller about to start threads
+    that use it calls this first; once imported, a second call only looks the modules up.
+    """
+    import importlib
+
+    importlib.import_module("sqlalchemy")
+    for name in sorted({_DIALECT_MODULES[d] for d in dialects if d in _DIALECT_MODULES}):
+        importlib.import_module(name)
+    for name in modules:
+        importlib.import_module(name)
 
 
 def sa_url(url: DatabaseURL) -> URL:

@@ -99,6 +99,7 @@ class Connections:
         """Holders of every target and recent runs of every ledger, in parallel, within the
         budget; a database without an answer (error, or still waiting) is in `errors`."""
         budget, down = self.budget, self._down
+        self._import_sqlalchemy(targets, ledgers)
         holder_calls = {t: self.calls.start(("holders", *t), self.holders, *t) for t in targets}
         run_calls = {n: self.calls.start(("runs", n), self.recent_runs, n, now) for n in ledgers}
         wait_for(
@@ -122,6 +123,18 @@ class Connections:
         self._down = set(reads.errors)
         self._last_errors = {k: v for k, v in self._last_errors.items() if k in reads.errors}
         return reads
+
+    def _import_sqlalchemy(self, targets: list[Target], ledgers: list[str]) -> None:
+        """Leases and SQLite ledgers are read through SQLAlchemy: imported here, in the caller's
+        thread, before the pool's threads read them side by side (see sa.import_first)."""
+        dbs = self.config.databases
+        leases = [dbs[t[0]].url.dialect for t in targets if t[1] is not None]
+        sqlite = [n for n in ledgers if dbs[n].url.dialect == "sqlite"]
+        if leases or sqlite:
+            from lockconsole.backends.sa import import_first
+
+            modules = ("lockconsole.backends.lease.inspect",) if leases else ()
+            import_first([*leases, *(dbs[n].url.dialect for n in ledgers)], *modules)
 
     def _answer(
         self, key: tuple[Hashable, ...], call: Call[T], db_name: str, errors: dict[str, str]

@@ -264,20 +264,18 @@ class Console:
     def find_holders(
         self, *, pid: int | None = None, job: str | None = None, database: str | None = None
     ) -> list[Holder]:
-        """Granted holders matching a pid or a job (from a fresh snapshot), for `release`."""
-        if job is not None:
-            self.config.job(job)
+        """Granted holders matching a pid or a job (from a fresh snapshot), for `release`; none
+        found where a database it could be in was not read is a DatabaseError, never 'none'."""
         if database is not None and database not in self.config.databases:
             raise ConfigError(f"no database named {database!r}")
+        where = {database or (self.config.job(job).database if job else "")} - {""}
         snap = self.snapshot(duplicates=False)
-        return [
-            h
-            for h in snap.holders
-            if h.granted
-            and (pid is None or h.pid == pid)
-            and (job is None or h.job == job)
-            and (database is None or h.database == database)
-        ]
+        found = [h for h in snap.holders if h.granted and (not where or h.database in where)
+                 and (pid is None or h.pid == pid) and (job is None or h.job == job)]  # fmt: skip
+        unread = [f"{n}: {e}" for n, e in snap.errors if not where or n in where]
+        if not found and unread:
+            raise DatabaseError(f"not read, nothing was done: {'; '.join(unread)}")
+        return found
 
     def trigger(
         self,

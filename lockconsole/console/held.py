@@ -15,14 +15,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterable
 from datetime import datetime
+from typing import Any
 
-from lockconsole.model.fast import fill, gc_paused
+from lockconsole.model.fast import fill, gc_paused, plain
 from lockconsole.model.views import Holder
 
 IDLE_COMMANDS = frozenset({"Sleep"})  # MySQL/MariaDB's command of a connection between statements
 
 SeenKey = tuple[object, ...]
-Seen = tuple[datetime, datetime, datetime | None]  # first seen, bound, its backend_start
+# first seen, bound, its backend_start, the stamp that last saw it (a list: updated in place)
+Seen = list[Any]
+FIRST, BOUND, START, ROUND = range(4)
 
 
 def is_idle(state: str | None) -> bool:
@@ -40,10 +43,14 @@ def seen_key(holder: Holder) -> SeenKey:
 
 class Sightings:
     """When this console first saw each granted holder, and the earliest time its lock is
-    known to be held since (a bound once known stays: a later statement moves nothing)."""
+    known to be held since (a bound once known stays: a later statement moves nothing).
+
+    Each holder's entry is updated in place, so a holder seen again costs one lookup; the
+    table is rebuilt only when some holder has gone (or a database could not be read)."""
 
     def __init__(self) -> None:
         self._first: dict[SeenKey, Seen] = {}
+        self._round = 0
         self._lock = threading.Lock()
 
     def stamp(
@@ -56,9 +63,14 @@ class Sightings:
         (`unread`) are remembered as they were. A pid reused by a new session (another
         backend_start) is a new holder.
         """
+        in_place = plain(Holder)  # fill()'s test, made once rather than per holder
+        idle: dict[str | None, bool] = {}  # is_idle by state: a few states, 10,000 holders
         with self._lock, gc_paused():  # 10,000 small values: no collections on the way
+            self._round += 1
+            this = self._round
             first = self._first
-            seen: dict[SeenKey, Seen] = {}
+            get = first.get
+            live = 0  # entries seen by this stamp
             out: list[Holder] = []
             append = out.append
             for h in holders:
@@ -68,24 +80,34 @@ class Sightings:
                     continue
                 key = (d["database"], d["kind"], d["source"], d["key"], d["pid"], d["locked_by"])
                 start = d["backend_start"]
-                old = first.get(key)
-                if old is None or old[2] != start:
-                    old = (now, now, start)
-                since, bound = old[0], old[1]
+                old = get(key)
+                if old is None or old[START] != start:  # new, or a new session of a reused pid
+                    if old is None or old[ROUND] != this:
+                        live += 1
+                    old = first[key] = [now, now, start, this]
+                elif old[ROUND] != this:
+                    old[ROUND] = this
+                    live += 1
                 given = d["held_since"]
                 if given is not None:  # the database said when (or the transaction did)
-                    seen[key] = old
                     xact = d["kind"] == "advisory" and given == d["xact_start"]
                     how = "transaction" if xact else "database"
-                    append(fill(h, {"first_seen": since, "held_from": how}))
-                    continue
-                state_since = d["state_since"]
-                if state_since is not None and state_since < bound and is_idle(d["state"]):
-                    bound = state_since  # an idle session took its locks before this
-                    old = (since, bound, start)
-                seen[key] = old
-                append(fill(h, {"first_seen": since, "held_since": bound, "held_from": "at_least"}))
-            if unread:
-                seen = {k: v for k, v in first.items() if k[0] in unread} | seen
-            self._first = seen
+                else:
+                    state_since = d["state_since"]
+                    if state_since is not None and state_since < old[BOUND]:
+                        state = d["state"]
+                        if (known := idle.get(state)) is None:
+                            known = idle[state] = is_idle(state)
+                        if known:  # an idle session took its locks before this
+                            old[BOUND] = state_since
+                    given, how = old[BOUND], "at_least"
+                if in_place:
+                    d["first_seen"], d["held_since"], d["held_from"] = old[FIRST], given, how
+                    append(h)
+                else:
+                    append(
+                        fill(h, {"first_seen": old[FIRST], "held_since": given, "held_from": how})
+                    )
+            if live != len(first):  # some holder has gone, or was not read
+                self._first = {k: v for k, v in first.items() if v[ROUND] == this or k[0] in unread}
             return out

@@ -6,15 +6,19 @@ pause of that job replaces its row.
 
 from __future__ import annotations
 
+import weakref
 from datetime import datetime
 from typing import Any
 
+from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger.schema import CONTROLS_TABLE, schema
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Pause
 
 MAX_NOTE = 1000  # characters of a pause's note
+# read-only ledgers whose control table was seen: it is not asked for again on every read
+_HAS_TABLE: weakref.WeakSet[Ledger] = weakref.WeakSet()
 
 
 class Controls:
@@ -27,22 +31,27 @@ class Controls:
         metadata, _ = schema()
         return metadata.tables[CONTROLS_TABLE]
 
-    def _run(self, work: Any) -> Any:
+    def _run(self, work: Any, *, again: bool = False) -> Any:
         from sqlalchemy.exc import SQLAlchemyError
 
+        ledger = self.ledger
         try:
-            if self.ledger.read_only:  # reads what exists: no table is no pause
+            if ledger.read_only and ledger not in _HAS_TABLE:  # no table is no pause
                 from sqlalchemy import inspect
 
-                if not inspect(self.ledger.sa_engine()).has_table(CONTROLS_TABLE):
+                if not inspect(ledger.sa_engine()).has_table(CONTROLS_TABLE):
                     return []
-            elif not self.ledger.schema_checked:
-                self.ledger.create_schema()
-            with self.ledger.sa_engine().begin() as conn:
+                _HAS_TABLE.add(ledger)  # asked once: a console refreshes every second
+            elif not ledger.read_only and not ledger.schema_checked:
+                ledger.create_schema()
+            with ledger.sa_engine().begin() as conn:
                 return work(conn)
         except SQLAlchemyError as exc:
             orig = getattr(exc, "orig", None) or exc
-            raise DatabaseError(self.ledger.describe(orig)) from None
+            if ledger in _HAS_TABLE and classify(orig) == "missing" and not again:
+                _HAS_TABLE.discard(ledger)  # dropped since: asked again, once
+                return self._run(work, again=True)
+            raise DatabaseError(ledger.describe(orig)) from None
 
     def pauses(self, now: datetime) -> dict[str, Pause]:
         """Every pause in force at `now`, by job."""
