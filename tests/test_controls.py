@@ -234,7 +234,7 @@ def test_a_read_only_console_reads_pauses_whether_the_table_comes_or_goes(tmp_pa
         Controls(writer).pause(Pause("billing", "incident", "ops@laptop", now))
         assert list(Controls(reader).pauses(now)) == ["billing"]
         assert reader in _HAS_TABLE
-        with writer._sa_engine().begin() as conn:
+        with writer.sa_engine().begin() as conn:
             conn.execute(text("DROP TABLE lockconsole_controls"))
         assert Controls(reader).pauses(now) == {}
         assert reader not in _HAS_TABLE
