@@ -35,6 +35,7 @@ class ConsoleFacade(Protocol):
 
     config: Config
     read_only: bool  # every mutation (trigger, release) raises ReadOnlyError
+    instance: str | None  # the instance its triggers run as (None: the config's, or the host's)
 
     def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         """Everything at one moment; duplicates: True scans now, False skips, None = latest."""

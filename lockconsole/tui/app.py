@@ -69,15 +69,13 @@ class LockConsoleApp(App[int]):
         self.monochrome = nocolor.requested()  # before Textual's App takes NO_COLOR out
         super().__init__()
         self.facade = console  # the Console facade (App.console is Textual's rich Console)
-        self.read_only = read_only or bool(getattr(console, "read_only", False))
-        settings = getattr(getattr(console, "config", None), "console", None)
-        default = settings.refresh.total_seconds() if settings is not None else 2.0
+        self.read_only = read_only or console.read_only
+        settings = console.config.console
+        default = settings.refresh.total_seconds()
         self.refresh_interval = float(refresh if refresh is not None else default)
-        config_keys = getattr(getattr(console, "config", None), "keymap", None) or {}
-        self.user_keymap = dict(keymap if keymap is not None else config_keys)
+        self.user_keymap = dict(keymap if keymap is not None else console.config.keymap)
         self.clock = clock or (lambda: datetime.now(UTC))
-        zone_name = getattr(settings, "timezone", "UTC") if settings is not None else "UTC"
-        self.zone: tzinfo = zone_named(zone_name)  # the one zone times are shown in
+        self.zone: tzinfo = zone_named(settings.timezone)  # the one zone times are shown in
         self.snapshot: Snapshot | None = None  # what is on screen (last good data kept)
         self.errors: dict[str, str] = {}  # database (or "refresh") -> the error now
         self.last_good: dict[str, datetime] = {}  # database -> taken_at of its last good data
@@ -212,13 +210,10 @@ class LockConsoleApp(App[int]):
         """The instance this console's triggers run as."""
         from lockconsole.engine.runner import default_instance
 
-        config = getattr(self.facade, "config", None)
-        own = getattr(self.facade, "instance", None)
-        return str(own or default_instance(getattr(config, "instance", None)))
+        return self.facade.instance or default_instance(self.facade.config.instance)
 
     def database_names(self) -> list[str]:
-        config = getattr(self.facade, "config", None)
-        return list(getattr(config, "databases", {}) or {})
+        return list(self.facade.config.databases)
 
     def refresh_now(self) -> None:
         self._tick()

@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from lockconsole.model.views import Alert
 from lockconsole.text.times import age
+
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
 
 SLACK = 2.0  # seconds a refresh may be late (it takes time itself) before its data is old
 REFRESH = "refresh"  # the error key of a refresh that failed as a whole: every source is old
@@ -114,22 +118,18 @@ def freshness_of(
     *,
     refresh: float,
     took: float,
-    config: object,
+    config: Config,
 ) -> Freshness:
     """The Freshness of what is on screen: a read stays fresh for the refresh interval and
     SLACK (or twice what the last refresh took, when that is longer)."""
-    jobs = getattr(config, "jobs", None) or {}
-    try:
-        ledgers = {name: config.ledger_for(job).name for name, job in jobs.items()}  # type: ignore[attr-defined]
-    except (AttributeError, LookupError):
-        ledgers = {}
+    ledgers = {name: config.ledger_for(job).name for name, job in config.jobs.items()}
     return Freshness(
         now=now,
         last_good=dict(last_good),
         down=frozenset(errors),
         fresh_for=timedelta(seconds=refresh + max(SLACK, 2 * took)),
         ledger_of=ledgers,
-        database_of={name: job.database for name, job in jobs.items()},
+        database_of={name: job.database for name, job in config.jobs.items()},
     )
 
 

@@ -35,7 +35,9 @@ class SampleConsole:
     def __init__(self, *, read_only: bool = False, holders: list[Holder] | None = None) -> None:
         self.config = sample_config()
         self.read_only = read_only
-        self.instance = "ops-1"  # the console's own instance (the header): not the host's name
+        self.instance: str | None = (
+            "ops-1"  # the console's own instance (the header): not the host's name
+        )
         self._snapshot = sample_snapshot()
         if holders is not None:
             self._snapshot = replace(self._snapshot, holders=tuple(holders))

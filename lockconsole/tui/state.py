@@ -9,7 +9,7 @@ reconnects by itself.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.freshness import carry_alerts
@@ -35,7 +35,7 @@ def _carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Sna
     failed = failed_databases(new)
     if previous is None or not failed:
         return new
-    jobs = getattr(config, "jobs", {})
+    jobs = config.jobs
 
     def ledger_of(job: str) -> str | None:
         if job not in jobs:
@@ -84,15 +84,11 @@ def news(snapshot: Snapshot, seen: set[tuple[object, ...]]) -> list[str]:
     return lines
 
 
-def job_names(config: Any) -> set[str]:
-    """The configured jobs' names (a stand-in config may have none)."""
-    return set(getattr(config, "jobs", {}) or {})
+def job_names(config: Config) -> set[str]:
+    """The configured jobs' names."""
+    return set(config.jobs)
 
 
-def ledger_names(config: Any) -> dict[str, str]:
-    """Each configured job's ledger database (empty for a stand-in config without ledgers)."""
-    jobs = getattr(config, "jobs", {}) or {}
-    try:
-        return {name: config.ledger_for(job).name for name, job in jobs.items()}
-    except (AttributeError, LookupError):
-        return {}
+def ledger_names(config: Config) -> dict[str, str]:
+    """Each configured job's ledger database."""
+    return {name: config.ledger_for(job).name for name, job in config.jobs.items()}

@@ -167,7 +167,7 @@ class DashboardScreen(Screen[None]):
             now,
             host.text_filter,
             zone=host.zone,
-            configured=job_names(getattr(host.facade, "config", None)),
+            configured=job_names(host.facade.config),
             older=self.older.runs(parse_filter(host.text_filter)),
         )
         table = self.query_one("#history", PaneTable)
@@ -219,7 +219,7 @@ class DashboardScreen(Screen[None]):
             host.errors,
             refresh=host.refresh_interval,
             took=host.last_took,
-            config=getattr(host.facade, "config", None),
+            config=host.facade.config,
         )
 
     def show_status(self) -> None:

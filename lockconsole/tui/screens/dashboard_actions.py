@@ -17,6 +17,7 @@ from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.worker_manager import WorkerManager
 
+from lockconsole.console.protocol import ConsoleFacade
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import shown as shown_text
@@ -35,7 +36,7 @@ class Host(Protocol):
 
     snapshot: Snapshot | None
     read_only: bool
-    facade: Any
+    facade: ConsoleFacade
     clock: Callable[[], datetime]
     zone: tzinfo
 

@@ -8,23 +8,26 @@ Every URL is its masked form (never a password); every part is data (shown liter
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from lockconsole.text.safe import shown
 
+if TYPE_CHECKING:
+    from lockconsole.config.loader import Config
 
-def header_text(config: Any, instance: str | None) -> Text:
+
+def header_text(config: Config, instance: str | None) -> Text:
     """One line (the caller cuts it to the screen's width with '…')."""
     text = Text()
-    path = getattr(config, "path", None)
+    path = config.path
     text.append("config ", style="")
     text.append(shown(path or "(none)"), style="bold")
     if instance:
         text.append(" · instance ", style="")
         text.append(shown(instance), style="bold")
-    for name, database in (getattr(config, "databases", None) or {}).items():
+    for name, database in config.databases.items():
         text.append(" · ", style="")
         text.append(shown(name), style="bold")
         text.append(" " + shown(database.url.masked))
