@@ -136,7 +136,7 @@ def run() -> list[Row]:
             raw_took / max(1, raw_rows),
             "s",
             status="info",
-            note=f"{rate:,.0f} rows/s in {report.batches:,} batches of {BATCH:,} "
+            note=f"{rate:,.0f} rows/s in {report.batches:,} batches of at most {BATCH:,} "
             f"({report.elapsed:.0f} s), each slot judged and {report.summaries} summaries kept; "
             f"raw: a batched DELETE without judging, {raw_rows / raw_took:,.0f} rows/s",
         ),
