@@ -5,7 +5,9 @@
 Figures: the rate (rows pruned per second, each slot judged by verdict.slot_status and its
 summary kept when it was not plain ok) against a raw batched DELETE of the same rows (keyset on
 started_at, the same batch size, no judging) after the same fill; the longest lock it held (one
-batch's write transaction, BEGIN to COMMIT: target <= 100 ms) and its longest batch; and the
+batch's write transaction: on PostgreSQL its one statement, from start to end by the server's
+clock, which is when its row locks are held; target <= 100 ms) and its longest batch (its
+reads and its write, by this client's clock, the round trips included); and the
 longest wait of the run path's ledger writes (record + finish) on another connection meanwhile.
 """
 
