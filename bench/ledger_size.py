@@ -3,7 +3,8 @@ the same on a ledger of 10k rows, same jobs, same lookback, in one run.
 
 Both PostgreSQL ledgers hold the same last three hours of 20 per-minute jobs on three instances
 (10,800 rows, the lookback); the big one also holds the months before, to 10M rows in all
-(LOCKCONSOLE_BENCH_LEDGER_ROWS), made in bulk with INSERT … SELECT over generate_series. The
+(LOCKCONSOLE_BENCH_LEDGER_ROWS), made in bulk with INSERT … SELECT over generate_series. One
+of the jobs always fails: its last success is never found near the ledger's newest end. The
 work of each read must depend on the lookback and the jobs, not on the ledger's size: the
 target is big / small <= 1.3x.
 """
@@ -31,8 +32,8 @@ FILL = """
 insert into lockconsole_runs
   (job, slot, instance, host, pid, trigger, outcome, started_at, finished_at, exit_code)
 select 'size_' || j, s, 'web-' || i, 'host-' || i, 100 + i, 'schedule',
-       case when i = 1 + (j + (extract(epoch from s)::bigint / 60)) %% 3
-            then 'succeeded' else 'skipped' end,
+       case when i <> 1 + (j + (extract(epoch from s)::bigint / 60)) %% 3 then 'skipped'
+            when j = %(jobs)s then 'failed' else 'succeeded' end,
        s, s + interval '1 second', 0
 from generate_series(1, %(jobs)s) j,
      generate_series(date_trunc('minute', now()) - %(minutes)s * interval '1 minute',
@@ -77,6 +78,14 @@ def _config(url: str, folder: Path) -> tuple[Any, Path]:
     return load_config(path), path
 
 
+def _count(rows: int) -> str:
+    """A row count as the row names say it: 10M, 1M, 10.8k."""
+    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if rows >= size:
+            return f"{rows / size:.3g}{suffix}"
+    return str(rows)
+
+
 def _check(path: str) -> None:
     from lockconsole.cli.main import main as cli
 
@@ -115,10 +124,11 @@ def run() -> list[Row]:
         for console in consoles.values():
             console.close()
         shutil.rmtree(folder, ignore_errors=True)
-    note = f"{BIG_ROWS:,} rows against {JOBS * INSTANCES * LOOKBACK_MINUTES:,}, same jobs"
+    small = JOBS * INSTANCES * LOOKBACK_MINUTES
+    note = f"{BIG_ROWS:,} rows against {small:,}, same jobs (one always fails)"
     return [
         Row(
-            f"ledger size: {what} (10M / 10k rows)",
+            f"ledger size: {what} ({_count(BIG_ROWS)} / {_count(small)} rows)",
             got[f"{what} big"],
             got[f"{what} small"],
             "s",

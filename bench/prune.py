@@ -5,7 +5,9 @@
 Figures: the rate (rows pruned per second, each slot judged by verdict.slot_status and its
 summary kept when it was not plain ok) against a raw batched DELETE of the same rows (keyset on
 started_at, the same batch size, no judging) after the same fill; the longest lock it held (one
-batch's write transaction, BEGIN to COMMIT: target <= 100 ms) and its longest batch; and the
+batch's write transaction: on PostgreSQL its one statement, from start to end by the server's
+clock, which is when its row locks are held; target <= 100 ms) and its longest batch (its
+reads and its write, by this client's clock, the round trips included); and the
 longest wait of the run path's ledger writes (record + finish) on another connection meanwhile.
 """
 
@@ -136,7 +138,7 @@ def run() -> list[Row]:
             raw_took / max(1, raw_rows),
             "s",
             status="info",
-            note=f"{rate:,.0f} rows/s in {report.batches:,} batches of {BATCH:,} "
+            note=f"{rate:,.0f} rows/s in {report.batches:,} batches of at most {BATCH:,} "
             f"({report.elapsed:.0f} s), each slot judged and {report.summaries} summaries kept; "
             f"raw: a batched DELETE without judging, {raw_rows / raw_took:,.0f} rows/s",
         ),

@@ -130,18 +130,25 @@ def of_slots(present: set[str] | None, job: str, slots: list[datetime], dialect:
 
 
 def newest_of_each(present: set[str] | None, jobs: list[str], outcome: str | None = None) -> Any:
-    """Each job's newest attempt by slot (with `outcome` only, when given): one row per job,
-    each found by the (job, slot) index from its newest end, however often another job runs."""
-    from sqlalchemy import select, union_all
+    """Each job's newest attempt by slot (with `outcome` only, when given): one row per job.
+
+    Two index probes per job, however many rows the job or the ledger holds: the job's newest
+    slot is `max(slot)` read from the end of the (job, slot) index (with `outcome`: of the
+    (job, outcome, slot) index), then the few attempts of that one slot are ordered. Ordering
+    the job's rows by (slot, started_at, id) directly would make MariaDB sort every row of the
+    job (the index does not hold started_at), and PostgreSQL walk back over every attempt
+    newer than the job's newest with `outcome` (all of them, for a job that never succeeded).
+    """
+    from sqlalchemy import func, select, union_all
 
     _, table = schema()
     c = table.c
     parts = []
     for job in jobs:
-        one = select(*_columns(present)).where(c.job == job)
-        if outcome is not None:
-            one = one.where(c.outcome == outcome)
-        newest = one.order_by(c.slot.desc(), c.started_at.desc(), c.id.desc()).limit(1)
+        keep = [c.job == job] if outcome is None else [c.job == job, c.outcome == outcome]
+        newest_slot = select(func.max(c.slot)).where(*keep).scalar_subquery()
+        one = select(*_columns(present)).where(*keep, c.slot == newest_slot)
+        newest = one.order_by(c.started_at.desc(), c.id.desc()).limit(1)
         part = newest.subquery()
         parts.append(select(*part.c))
     return parts[0] if len(parts) == 1 else union_all(*parts)

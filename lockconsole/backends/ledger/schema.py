@@ -77,6 +77,8 @@ def schema() -> tuple[Any, Any]:
         *columns,
         Index("ix_lockconsole_runs_job_slot", "job", "slot"),
         Index("ix_lockconsole_runs_started_at", "started_at"),
+        # each job's newest attempt with an outcome (its last success) as one probe
+        Index("ix_lockconsole_runs_job_outcome_slot", "job", "outcome", "slot"),
     )
     Table(
         CONTROLS_TABLE,

@@ -2,11 +2,13 @@
 their output tails, and run requests that finished before it.
 
 The cutoff is the ledger server's clock, never this host's. Attempts go in batches of about
-`batch_size`, walked by a keyset on the `started_at` index: each batch is read (its slots'
-attempts by the (job, slot) index, judged whole by `summary.judge`), then written in one short
-transaction of its own: the summaries of the slots that were not plain ok, the output tails,
-the attempts, each deleted by primary key. Nothing else is locked, so a `run` writing new
-attempts meanwhile never waits on a prune for longer than one batch's transaction. Requests go
+`batch_size` (fewer while the server is slow: see WRITE_TARGET), walked by a keyset on the
+`started_at` index: each batch is read (its slots' attempts by the (job, slot) index, judged
+whole by `summary.judge`), then written in one short transaction of its own: the summaries of
+the slots that were not plain ok, the output tails, the attempts, each deleted by primary key
+(on PostgreSQL in one statement, so the transaction lasts one round trip, and its commit does
+not wait for the WAL flush). Nothing else is locked, so a `run` writing new attempts meanwhile
+never waits on a prune for longer than one batch's transaction. Requests go
 in batches of one statement each. One prune at a time per ledger database (a session advisory
 lock on PostgreSQL, a named lock on MySQL); a second is told, and does nothing. Raw driver:
 SQLAlchemy only to create a missing summary table.
@@ -33,6 +35,11 @@ from lockconsole.model.jobs import Database, Run
 from lockconsole.model.keys import name_to_int64
 
 BATCH = 1_000  # attempts per batch (a batch grows by the rest of its last slots' attempts)
+# A batch whose write took longer than WRITE_TARGET halves the next batch, down to MIN_BATCH
+# (never below the size asked for); one that took less than a quarter of it doubles the next,
+# up to the size asked for. A busy server thus gets shorter transactions, an idle one the rate.
+WRITE_TARGET = 0.025  # seconds
+MIN_BATCH = 100
 LOCK_NAME = "lockconsole_prune"
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
@@ -52,7 +59,8 @@ class PruneReport:
     batches: int = 0
     elapsed: float = 0.0  # seconds, the whole prune
     longest_batch: float = 0.0  # seconds: one batch, its reads and its transaction
-    longest_lock: float = 0.0  # seconds: one batch's write transaction, BEGIN to COMMIT
+    longest_lock: float = 0.0  # seconds: one batch's write transaction, BEGIN to COMMIT (on
+    # PostgreSQL its one statement, start to end, as the server's clock measures it)
     largest_batch: int = 0  # attempts one batch deleted (or, dry, would delete)
     batch_seconds: list[float] = field(default_factory=list)
     lock_seconds: list[float] = field(default_factory=list)  # each batch's write transaction
@@ -80,6 +88,7 @@ class _Pruner:
         self.dialect = ledger.dialect
         self.report = report
         self.batch_size = batch_size
+        self.size = batch_size  # the next batch's size: see WRITE_TARGET
 
     def sql(self, name: str, params: dict[str, Any], handle: Callable[[Any], Any]) -> Any:
         cur = self.ledger.connection.cursor()
@@ -127,8 +136,8 @@ class _Pruner:
         """Every batch of old attempts, until none is left (or `stop()` says so).
 
         One statement reads a batch and every attempt of its slots; the batch is the first
-        `batch_size` of those after the keyset and before the cutoff (a slot's other attempts
-        may come before or after it), in the order the statement's own batch takes them.
+        `size` (see `adapt`) of those after the keyset and before the cutoff (a slot's other
+        attempts may come before or after it), in the order the statement's own batch takes.
         """
         after: Any = self.db(_EPOCH)
         after_id = 0
@@ -139,13 +148,13 @@ class _Pruner:
                 "cutoff": self.db(cutoff),
                 "after": after,
                 "after_id": after_id,
-                "limit": self.batch_size,
+                "limit": self.size,
             }
             rows = list(self.sql("select_prune_batch", params, lambda cur: cur.fetchall()))
             rows.sort(key=lambda row: (row[5], row[0]))
             edge = (after, after_id)
             batch = [r for r in rows if (r[5], r[0]) > edge and r[5] < params["cutoff"]]
-            batch = batch[: self.batch_size]
+            batch = batch[: params["limit"]]
             if not batch:
                 return
             after, after_id = batch[-1][5], int(batch[-1][0])
@@ -172,9 +181,16 @@ class _Pruner:
             self.report.batches += 1
             self.report.batch_seconds.append(took)
             self.report.longest_batch = max(self.report.longest_batch, took)
-            if len(batch) < self.batch_size:
+            if len(batch) < params["limit"]:
                 return
         self.report.stopped = True
+
+    def adapt(self, held: float) -> None:
+        """The next batch's size, from how long this batch's write transaction took."""
+        if held > WRITE_TARGET:
+            self.size = max(min(self.batch_size, MIN_BATCH), self.size // 2)
+        elif held < WRITE_TARGET / 4:
+            self.size = min(self.batch_size, self.size * 2)
 
     def write(self, ids: list[int], summaries: list[SlotSummary]) -> None:
         """One batch's transaction: keep the summaries, delete the tails and the attempts."""
@@ -187,18 +203,28 @@ class _Pruner:
             self.report.summaries += len(summaries)
             self.report.largest_batch = max(self.report.largest_batch, len(ids))
             return
-        rows = [{**vars(s), **{k: self.db(getattr(s, k)) for k in _TIMES}} for s in summaries]
         began = time.perf_counter()
-        self.sql("begin_transaction", {}, lambda cur: None)
-        try:
-            self.many("insert_slot_summary", rows)
-            outputs = self.sql("delete_pruned_outputs", listed, lambda cur: cur.rowcount)
-            deleted = self.sql("delete_pruned_runs", listed, lambda cur: cur.rowcount)
-            self.sql("commit_transaction", {}, lambda cur: None)
-        except BaseException:
-            self.rollback()
-            raise
-        held = time.perf_counter() - began
+        held: float | None = None
+        if self.dialect == "postgresql":  # one statement: its own transaction, one round trip
+            params = {**listed, "summaries": json.dumps([_as_json(s) for s in summaries])}
+            outputs, deleted, on_server = self.sql(
+                "write_pruned_batch", params, lambda cur: cur.fetchone()
+            )
+            held = float(on_server)  # the round trip's rest (network, this client) locks nothing
+        else:
+            rows = [{**vars(s), **{k: self.db(getattr(s, k)) for k in _TIMES}} for s in summaries]
+            self.sql("begin_transaction", {}, lambda cur: None)
+            try:
+                self.many("insert_slot_summary", rows)
+                outputs = self.sql("delete_pruned_outputs", listed, lambda cur: cur.rowcount)
+                deleted = self.sql("delete_pruned_runs", listed, lambda cur: cur.rowcount)
+                self.sql("commit_transaction", {}, lambda cur: None)
+            except BaseException:
+                self.rollback()
+                raise
+        if held is None:
+            held = time.perf_counter() - began
+        self.adapt(held)
         self.report.lock_seconds.append(held)
         self.report.longest_lock = max(self.report.longest_lock, held)
         self.report.outputs += int(outputs)
@@ -234,6 +260,15 @@ class _Pruner:
 
 
 _TIMES = ("slot", "first_started_at", "last_finished_at", "pruned_at")
+
+
+def _as_json(summary: SlotSummary) -> dict[str, Any]:
+    """A summary as a row of the JSON array PostgreSQL's batch statement reads (ISO times)."""
+    row = dict(vars(summary))
+    for name in _TIMES:
+        moment = row[name]
+        row[name] = None if moment is None else moment.isoformat()
+    return row
 
 
 def prune(
