@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test lint format bench soak screenshots clean
+.PHONY: demo test test-unit lint format bench soak screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lockconsole needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -20,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The unit tier: pure tests, no server (the `unit` mark, set by tests/conftest.py), under a minute.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lockconsole tests $(wildcard bench)
