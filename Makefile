@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/lockconsole demo $(ARGS)
 
+# The whole suite on TEST_WORKERS pytest-xdist workers, a test file per worker at a time (a
+# module's fixtures are built once); most tests wait on servers, processes and timers, so three
+# workers pay on two cores. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The unit tier: pure tests, no server (the `unit` mark, set by tests/conftest.py), under a minute.
 test-unit: $(STAMP)
