@@ -62,8 +62,10 @@ def held(pg_url, pg_conn, uid, write_config):  # type: ignore[no-untyped-def]
 
 def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # type: ignore[no-untyped-def]
     config, job, pid = held
-    audit_before = count(pg_conn, "lockconsole_audit")
-    runs_before = count(pg_conn, "lockconsole_runs")
+    # this job's rows and this session's: other tests (other workers) write these tables too
+    ours = f"job = '{job}' or target like '%{pid}%'"
+    audit_before = count(pg_conn, "lockconsole_audit", ours)
+    runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")
     for args in (
         ["--read-only", "release", "--job", job, "--yes"],
         ["--read-only", "release", "--pid", str(pid), "--yes"],
@@ -73,13 +75,13 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # 
         assert done.returncode == 2 and "read-only" in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert alive(pg_conn, pid)
-    assert count(pg_conn, "lockconsole_audit") == audit_before
-    assert count(pg_conn, "lockconsole_runs") == runs_before
+    assert count(pg_conn, "lockconsole_audit", ours) == audit_before
+    assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
 
 
 def test_read_only_console_refuses_release_and_trigger(held, pg_conn) -> None:  # type: ignore[no-untyped-def]
     config, job, pid = held
-    audit_before = count(pg_conn, "lockconsole_audit")
+    audit_before = count(pg_conn, "lockconsole_audit", f"job = '{job}'")
     runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")
     with Console(load_config(str(config)), read_only=True) as console:
         (holder,) = [h for h in console.snapshot().holders if h.job == job]
@@ -88,7 +90,7 @@ def test_read_only_console_refuses_release_and_trigger(held, pg_conn) -> None:  
         with pytest.raises(ReadOnlyError):
             console.trigger(job)
     assert alive(pg_conn, pid)
-    assert count(pg_conn, "lockconsole_audit") == audit_before
+    assert count(pg_conn, "lockconsole_audit", f"job = '{job}'") == audit_before
     assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
 
 
@@ -284,14 +286,14 @@ def test_release_without_audit_is_not_performed(
             [jobs.j_{uid}]
             key = {key}
         """)
-        audit_before = count(pg_conn, "lockconsole_audit")
+        audit_before = count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'")
         done = cli(cli_env, config, "release", "--job", f"j_{uid}", "--yes")
         assert done.returncode != 0, done.stdout
         assert "audit log" in done.stderr and "nothing was done" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
         # a terminate would have been issued (and waited for) before the command exited
         assert alive(pg_conn, holder.info.backend_pid), "the holder survived"
-        assert count(pg_conn, "lockconsole_audit") == audit_before
+        assert count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'") == audit_before
     finally:
         holder.close()
         pg_conn.execute(f"drop role if exists {operator}")
