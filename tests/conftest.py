@@ -47,6 +47,117 @@ CI_ALLOWED_SKIPS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The unit tier (`make test-unit`, `pytest -m unit`): every test that asks for none of these
+# fixtures, directly or through another fixture, and is not in a module of UNIT_EXCLUDED, gets
+# the `unit` mark at collection. These fixtures are the servers: the machine's PostgreSQL,
+# MariaDB and Redis, and the ones the tests start (embedded PostgreSQL, redis-server, PgBouncer).
+SERVER_FIXTURES = frozenset(
+    {
+        "pg_url",
+        "mysql_url",
+        "own_postgres",
+        "redis_server",
+        "redis_url",
+        "private_redis",
+        "pgbouncer",
+        "pgbouncer_one_server",
+        "pgbouncer_session",
+        "dialect_url",
+    }
+)
+# Modules whose tests reach a server without those fixtures (a URL of their own, a subprocess
+# that connects), drive tmux or another tool's process, or build and install: not unit tests.
+UNIT_EXCLUDED = frozenset(
+    {
+        "test_alert_rules.py",  # promtool
+        "test_broken_pipe.py",  # conftest.PG_URL in a subprocess
+        "test_ci_skips.py",  # runs pytest itself
+        "test_demo.py",  # the demo's embedded PostgreSQL
+        "test_demo_console.py",
+        "test_deploy_systemd.py",  # systemd-analyze
+        "test_install.py",  # a wheel into a clean venv
+        "test_layering.py",  # a real `lockconsole run`
+        "test_mysql_tls.py",  # its own MariaDB server
+        "test_steering_tmux.py",
+        "test_history_tmux.py",
+        "test_hostile_tmux.py",
+        "test_terminal.py",  # tmux
+        "test_stop_stress.py",
+        # a server asked for at run time, by a parametrized fixture (the unit tier's guard
+        # below fails such a test)
+        "test_cli_output.py",
+        "test_exactly_once.py",
+        "test_idempotency.py",
+        "test_lease.py",
+        "test_lease_inspect.py",
+        "test_ledger.py",
+        "test_lock_groups.py",
+        "test_prune.py",
+        "test_prune_guards.py",
+        "test_read_only_fresh.py",
+        "test_rounds.py",
+        "test_runner_race.py",
+        "test_stop.py",
+        "test_exit_codes.py",  # `lockconsole` subprocesses against a hung port, 10 s each
+    }
+)
+
+
+# Under pytest-xdist (`make test`, --dist loadfile) the longest files start first, so no worker
+# is left with one of them at the end while the others are idle. Only the order of whole files
+# changes: the tests of a file keep theirs. A file missing here just keeps its place.
+SLOW_FILES_FIRST = (
+    "faults/test_soak.py",
+    "faults/test_soak_redis.py",
+    "test_install.py",
+    "tui/test_hostile_screens.py",
+    "tui/test_hostile_tmux.py",
+    "test_demo.py",
+    "tui/test_demo_console.py",
+    "test_exit_codes.py",
+    "test_stop.py",
+    "test_hung_peer.py",
+    "test_prune.py",
+    "tui/test_keys_everywhere.py",
+)
+
+
+def _file_rank(item: pytest.Item) -> int:
+    if not item.path.is_relative_to(ROOT / "tests"):  # a pytest a test runs (test_ci_skips)
+        return len(SLOW_FILES_FIRST)
+    path = item.path.relative_to(ROOT / "tests").as_posix()
+    return SLOW_FILES_FIRST.index(path) if path in SLOW_FILES_FIRST else len(SLOW_FILES_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if not fixtures & SERVER_FIXTURES and item.path.name not in UNIT_EXCLUDED:
+            item.add_marker(pytest.mark.unit)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_file_rank)  # stable: every other file and test keeps its order
+
+
+class _UnitTierGuard:
+    """In the unit tier (`-m unit`) no server is started or reached: a test that asks for one
+    at run time (request.getfixturevalue) fails, so it cannot pass as a unit test. A plugin of
+    its own, not a conftest hook: session-scoped fixtures are set up outside tests/."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> None:
+        if fixturedef.argname in SERVER_FIXTURES:
+            pytest.fail(
+                f"{fixturedef.argname} is a server, and `-m unit` reaches no server: the test's "
+                "module belongs in UNIT_EXCLUDED (tests/conftest.py)",
+                pytrace=False,
+            )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.markexpr == "unit":
+        config.pluginmanager.register(_UnitTierGuard(), "lockconsole-unit-tier-guard")
+
+
 def _allowed_skip(nodeid: str, reason: str) -> bool:
     return any(
         fnmatch.fnmatchcase(nodeid, pattern) and why in reason for pattern, why in CI_ALLOWED_SKIPS

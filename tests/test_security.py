@@ -62,8 +62,10 @@ def held(pg_url, pg_conn, uid, write_config):  # type: ignore[no-untyped-def]
 
 def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # type: ignore[no-untyped-def]
     config, job, pid = held
-    audit_before = count(pg_conn, "lockconsole_audit")
-    runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")  # other tests run too
+    # this job's rows and this session's: other tests (other workers) write these tables too
+    ours = f"job = '{job}' or target like '%{pid}%'"
+    audit_before = count(pg_conn, "lockconsole_audit", ours)
+    runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")
     for args in (
         ["--read-only", "release", "--job", job, "--yes"],
         ["--read-only", "release", "--pid", str(pid), "--yes"],
@@ -73,7 +75,7 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # 
         assert done.returncode == 2 and "read-only" in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert alive(pg_conn, pid)
-    assert count(pg_conn, "lockconsole_audit") == audit_before
+    assert count(pg_conn, "lockconsole_audit", ours) == audit_before
     assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
 
 
@@ -81,7 +83,7 @@ def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:  # typ
     """The facade itself refuses, whoever calls it (not only the CLI and the TUI): release,
     trigger, pause, resume and request change nothing, not even the audit."""
     config, job, pid = held
-    audit_before = count(pg_conn, "lockconsole_audit")
+    audit_before = count(pg_conn, "lockconsole_audit", f"job = '{job}'")
     runs_before = count(pg_conn, "lockconsole_runs", f"job = '{job}'")
     tables = ("lockconsole_controls", "lockconsole_requests")
     present = {
@@ -101,7 +103,7 @@ def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:  # typ
         with pytest.raises(ReadOnlyError):
             console.request(job)
     assert alive(pg_conn, pid)
-    assert count(pg_conn, "lockconsole_audit") == audit_before
+    assert count(pg_conn, "lockconsole_audit", f"job = '{job}'") == audit_before
     assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
     now = {
         t for (t,) in pg_conn.execute("select tablename from pg_tables").fetchall() if t in tables
@@ -301,14 +303,14 @@ def test_release_without_audit_is_not_performed(
             [jobs.j_{uid}]
             key = {key}
         """)
-        audit_before = count(pg_conn, "lockconsole_audit")
+        audit_before = count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'")
         done = cli(cli_env, config, "release", "--job", f"j_{uid}", "--yes")
         assert done.returncode != 0, done.stdout
         assert "audit log" in done.stderr and "nothing was done" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
         # a terminate would have been issued (and waited for) before the command exited
         assert alive(pg_conn, holder.info.backend_pid), "the holder survived"
-        assert count(pg_conn, "lockconsole_audit") == audit_before
+        assert count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'") == audit_before
     finally:
         holder.close()
         pg_conn.execute(f"drop role if exists {operator}")

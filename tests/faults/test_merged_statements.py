@@ -33,6 +33,43 @@ from lockconsole.config.loader import load_config
 from barrier import Barrier
 from fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
 
+
+# Each test blocks its ledger's table (LOCK TABLE) and looks for the session that waits on it:
+# a database of its own, so no other test (another worker's) waits there or is held up by it.
+@pytest.fixture
+def pg_url(pg_url: str) -> Any:
+    import uuid
+
+    import psycopg
+
+    name = f"mg_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"create database {name}")
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f"drop database {name} with (force)")
+
+
+@pytest.fixture
+def mysql_url(mysql_url: str) -> Any:
+    import uuid
+
+    from helpers import mysql_connect
+
+    name = f"mg_{uuid.uuid4().hex[:8]}"
+    conn = mysql_connect(mysql_url)
+    with conn.cursor() as cur:
+        cur.execute(f"create database {name}")
+    try:
+        yield mysql_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"drop database {name}")
+        conn.close()
+
+
 SLOT = "2030-01-01T03:00:00+00:00"
 
 
