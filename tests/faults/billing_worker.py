@@ -117,6 +117,9 @@ def main() -> int:
     p.add_argument("--retry", type=float, default=0.0)
     p.add_argument("--slow-every", type=int, default=0)
     p.add_argument("--slow-delay", type=float)  # the slow slots' step (default 5 x --delay)
+    # every Nth slot this instance fires `--lag` seconds late (the others win that race)
+    p.add_argument("--lag-every", type=int, default=0)
+    p.add_argument("--lag", type=float, default=0.0)
     p.add_argument("--tenants", type=int, default=5)
     p.add_argument("--delay", type=float, default=0.2)
     p.add_argument("--skew", type=float, default=0.0)
@@ -178,7 +181,8 @@ def _main(args: argparse.Namespace) -> int:
         index += 1
         if index >= count:
             return 0
-        time.sleep(max(0.0, t0 + index * period - real_time()))
+        lag = args.lag if args.lag_every and index % args.lag_every == 0 else 0.0
+        time.sleep(max(0.0, t0 + index * period + lag - real_time()))
         slot = base + timedelta(minutes=index)
         slow = args.slow_every and index % args.slow_every == 0
         delay = (args.slow_delay or args.delay * 5) if slow else args.delay

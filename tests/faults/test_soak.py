@@ -99,6 +99,10 @@ class Fleet:
 
     def start(self, name: str) -> subprocess.Popen:
         extra = ["--retry", "0.12"] if int(name[4:]) % 2 == 0 else []  # late schedulers
+        if name not in HUNG_PEERS:
+            # a peer adds its own delay, so on a fast machine the instances behind one would
+            # rarely win a slot and never be hung holding it: every 3rd slot the others are late
+            extra += ["--lag-every", "3", "--lag", "0.03"]
         self.procs[name] = start_worker(
             self.configs.get(name, self.configs["*"]),
             self.job,
@@ -199,7 +203,7 @@ def inject_faults(  # type: ignore[no-untyped-def]
             if hung is not None:
                 done["hung peer"] += 1
             continue
-        rows = pg_conn.execute(HOLDERS, pattern).fetchall()
+        rows = _holders_within(pg_conn, pattern, stop, 1.0)
         if not rows:
             continue
         pid, app, *_ = rows[0]
@@ -210,6 +214,18 @@ def inject_faults(  # type: ignore[no-untyped-def]
             fleet.kill9(app.rsplit("@", 1)[1])
             done["kill -9"] += 1
     peers.resume_all()
+
+
+def _holders_within(pg_conn, pattern: tuple[str], stop: threading.Event, seconds: float):  # type: ignore[no-untyped-def]
+    """The lock's holders once there is one, looked for every 10 ms for up to `seconds`: a
+    short job on a fast machine holds its lock for a small part of each slot."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        rows = pg_conn.execute(HOLDERS, pattern).fetchall()
+        if rows:
+            return rows
+        stop.wait(0.01)
+    return []
 
 
 def _hang_a_holder(  # type: ignore[no-untyped-def]
