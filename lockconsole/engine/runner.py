@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -107,49 +108,21 @@ def begin(
             raise
         if sessions is None:
             _share_connection(job, lock, ledger, database, ledger_database)
+    claims = job.once_per_slot and trigger in ("scheduled", "rerun") and not force
+    opening = _Opening(job, database, ledger_database, instance, slot, trigger, actor, claims, stop)
     try:
-        # started_at is the ledger server's time, once connected (connecting may take seconds)
-        same_server = database.shares_connection(ledger_database)  # a lease: read on its connection
-        ask = getattr(lock, "server_time", None) if same_server else None
-        reading = server_clock.reading(ledger, ask)
-        started = reading.now()
-        slot = manual_slot(started) if slot is None else slot  # a manual run's: its start
-        base = Run(
-            job=job.name,
-            slot=slot,
-            instance=instance,
-            host=_HOST,
-            pid=os.getpid(),
-            trigger=trigger,
-            outcome="skipped",
-            started_at=started,
-            strategy=job.strategy,
-            lock_key=str(job.key),
-            actor=actor,
-            clock_offset_ms=round(reading.offset * 1000),
-        )
-        if rounds_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
-            pause = pause_of(ledger, job.name, started)
-            if pause is not None:
-                return _skipped(job, ledger, base, pause.reason(), lock, sessions, key, "paused")
-        faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
-        if stop is not None:
-            stop.enter_holding()
-        claims = job.once_per_slot and trigger in ("scheduled", "rerun") and not force
         try:
-            run, rounds = _bounded_decide(
-                job, lock, ledger, base, database, ledger_database, claims
-            )
+            run, rounds = opening.decide(lock, ledger)
         except DatabaseError:
             if session is None:
                 raise
-            # a kept connection that died while idle (a server restart, an idle timeout), or
-            # that a hung peer left without an answer (cut loose by its deadline)
+            # a kept connection that died while idle (a server restart, a terminated session, an
+            # idle timeout), or that a hung peer left without an answer (cut loose by its
+            # deadline): nothing was decided on it, so the attempt starts again on fresh ones
             Session(key, lock, ledger).close()
-            ledger, lock = Ledger(ledger_database), _open(job, database, instance)
-            run, rounds = _bounded_decide(
-                job, lock, ledger, base, database, ledger_database, claims
-            )
+            ledger = Ledger(ledger_database)
+            lock = _open(job, database, instance)
+            run, rounds = opening.decide(lock, ledger)
     except BaseException:
         _close_quietly(lock)
         ledger.close()
@@ -173,6 +146,53 @@ def begin(
     if stop is not None and stop.is_set():
         attempt.finish("failed", message=f"{stop.reason}: before the job started")
     return attempt
+
+
+@dataclass(frozen=True)
+class _Opening:
+    """The first exchange of an attempt (server clock, pause, lock, claim, record), made again
+    on fresh connections when a kept one turns out dead."""
+
+    job: Job
+    database: Database
+    ledger_database: Database
+    instance: str
+    slot: datetime | None
+    trigger: Trigger
+    actor: str | None
+    claims: bool
+    stop: Stop | None
+
+    def decide(self, lock: Lock, ledger: Ledger) -> tuple[Run, Rounds | None]:
+        """The recorded Run (skipped, paused or acquired) and the merged statements used."""
+        job, database, ledger_database = self.job, self.database, self.ledger_database
+        # started_at is the ledger server's time, once connected (connecting may take seconds)
+        same_server = database.shares_connection(ledger_database)  # a lease: read on its connection
+        ask = getattr(lock, "server_time", None) if same_server else None
+        reading = server_clock.reading(ledger, ask)
+        started = reading.now()
+        base = Run(
+            job=job.name,
+            slot=manual_slot(started) if self.slot is None else self.slot,  # a manual run's: its start
+            instance=self.instance,
+            host=_HOST,
+            pid=os.getpid(),
+            trigger=self.trigger,
+            outcome="skipped",
+            started_at=started,
+            strategy=job.strategy,
+            lock_key=str(job.key),
+            actor=self.actor,
+            clock_offset_ms=round(reading.offset * 1000),
+        )
+        if rounds_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
+            pause = pause_of(ledger, job.name, started)
+            if pause is not None:
+                return _record_skip(ledger, base, pause.reason(), "paused"), None
+        faultpoints.reach(faultpoints.BEFORE_TRY_LOCK)
+        if self.stop is not None:
+            self.stop.enter_holding()
+        return _bounded_decide(job, lock, ledger, base, database, ledger_database, self.claims)
 
 
 def _bounded_decide(
@@ -306,27 +326,6 @@ def _share_connection(
     """
     if job.strategy in ("pg-session", "mysql") and database.shares_connection(ledger_database):
         ledger.borrow(lock.conn)  # type: ignore[attr-defined]
-
-
-def _skipped(
-    job: Job,
-    ledger: Ledger,
-    base: Run,
-    reason: str,
-    lock: Lock,
-    sessions: SessionRegistry | None,
-    key: tuple[Any, ...],
-    outcome: Outcome = "skipped",
-) -> Attempt:
-    """Record a skip (or a pause); the lock (not held) and the ledger go back or are closed."""
-    try:
-        run = ledger.record(evolve(base, outcome=outcome, finished_at=ledger.now(), message=reason))
-    except BaseException:
-        give_back(sessions, key, lock, ledger, keep=False)
-        raise
-    give_back(sessions, key, lock, ledger, keep=True)
-    log_attempt(outcome, run)
-    return Attempt(job, run, None, ledger)
 
 
 def _record_skip(ledger: Ledger, base: Run, reason: str, outcome: Outcome = "skipped") -> Run:
