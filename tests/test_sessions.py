@@ -190,3 +190,39 @@ def test_registry_takes_and_closes_what_it_cannot_keep(pg_url, uid):  # type: ig
     assert len(registry) == 1  # the skipped one went back first; b's was one too many
     registry.close_all()
     assert len(registry) == 0
+
+
+@pytest.mark.parametrize("ledger_apart", [False, True], ids=["merged", "ledger-apart"])
+def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
+    pg_url, pg_conn, own_database, uid, ledger_apart
+):  # type: ignore[no-untyped-def]
+    """The hourly re-read of the server's clock (and, where the ledger sits in another database,
+    the pause read) is an attempt's first statement on its kept ledger connection: when that
+    connection died while idle, the attempt starts again on fresh connections instead of
+    raising the dead connection's error to the job."""
+    from lockconsole.backends.ledger import clock
+    from lockconsole.config.loader import parse_config
+    from lockconsole.engine.sessions import session_key
+
+    job = f"reread_{uid}"
+    ledger_url = own_database if ledger_apart else pg_url
+    config = parse_config(
+        f'[lockconsole]\nledger_database = "books"\n[databases.main]\nurl = "{pg_url}"\n'
+        f'[databases.books]\nurl = "{ledger_url}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+        f'database = "main"\nonce_per_slot = false\nwatchdog_interval = 0.2\n'
+    )
+    with run_once(job, config=config, instance="web-1") as run:
+        first = run.run.session_id
+    j = config.job(job)
+    key = session_key(j, config.database_for(j), config.ledger_for(j), "web-1")
+    session = REGISTRY.take(key)
+    assert session is not None
+    ledger_pid = session.ledger.connection.info.backend_pid
+    assert REGISTRY.put(session)
+    with psycopg.connect(ledger_url, autocommit=True) as books:
+        books.execute("SELECT pg_terminate_backend(%s, 30000)", (ledger_pid,))
+    pg_conn.execute("SELECT pg_terminate_backend(%s, 30000)", (first,))
+    clock.forget()  # as an hour after the last reading: the next attempt asks the server again
+    with run_once(job, config=config, instance="web-1") as run:
+        assert run.acquired and run.run.session_id != first
+    assert outcomes(config, job) == ["succeeded", "succeeded"]
