@@ -179,6 +179,7 @@ def sync_table(table: DataTable, rows: Rows, *, follow_first: bool = False) -> i
                 if not _same(before, after):
                     table.update_cell(key, column, after, update_width=True)
                     changed += 1
+        _widen(table, [cells for key, cells in rows if key not in same])
         return changed
     cursor_key = None
     if table.row_count and 0 <= table.cursor_row < table.row_count:
@@ -194,7 +195,28 @@ def sync_table(table: DataTable, rows: Rows, *, follow_first: bool = False) -> i
     elif cursor_key in wanted:
         table.move_cursor(row=wanted.index(cursor_key), scroll=False)
     table.scroll_to(scroll_x, scroll_y, animate=False, immediate=True)
+    _widen(table, [cells for _, cells in rows])
     return len(rows)
+
+
+def _widen(table: DataTable, rows: Sequence[Sequence[Text]]) -> None:
+    """Every column at least as wide as its widest cell among `rows`, now.
+
+    DataTable measures new and updated cells later, when it is idle, and a cell measured in
+    between rebuilds can be left out: its column then stays narrower than the cell, which is
+    cut with no mark (an instance "i-console" shown as "i-consol"). A column never narrows here.
+    """
+    columns = list(table.columns.values())
+    wider = False
+    for cells in rows:
+        for column, cell in zip(columns, cells, strict=False):
+            width = cell.cell_len
+            if width > column.content_width:
+                column.content_width = width
+                wider = True
+    if wider:
+        table._require_update_dimensions = True
+        table.refresh(layout=True)
 
 
 def safe_cell(cell: Cell) -> Text:
