@@ -226,3 +226,41 @@ def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
     with run_once(job, config=config, instance="web-1") as run:
         assert run.acquired and run.run.session_id != first
     assert outcomes(config, job) == ["succeeded", "succeeded"]
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
+def test_a_fresh_session_ended_by_the_server_before_its_try_is_tried_again(
+    pg_url, own_database, uid, strategy
+):  # type: ignore[no-untyped-def]
+    """A session the server ends between connecting and the try-lock (an operator's
+    pg_terminate_backend, a failover) holds nothing: the attempt is made again, once, on a
+    fresh connection instead of raising the dead connection's error to the app."""
+    from lockconsole.config.loader import parse_config
+    from lockconsole.engine import faultpoints as fp
+
+    job = f"ended_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
+        "once_per_slot = false\nwatchdog_interval = 0.2\n"
+    )
+    ended: list[int] = []
+
+    def end_every_other_session() -> None:  # this test's database: only the attempt's sessions
+        fp.set_hook(fp.BEFORE_TRY_LOCK, None)  # once: the second try goes through
+        with psycopg.connect(own_database, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT pid, pg_terminate_backend(pid, 30000) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        ended.extend(pid for pid, done in rows if done)
+
+    fp.set_hook(fp.BEFORE_TRY_LOCK, end_every_other_session)
+    try:
+        with run_once(job, config=config, instance="web-1", reuse_connections=False) as run:
+            assert run.acquired
+            assert run.run.session_id not in ended
+    finally:
+        fp.set_hook(fp.BEFORE_TRY_LOCK, None)
+    assert ended, "the attempt's session was ended before its try"
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        assert [r.outcome for r in ledger.runs(job)] == ["succeeded"]
