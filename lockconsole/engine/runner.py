@@ -13,7 +13,6 @@ import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import fence, open_lock, rounds_for
@@ -173,9 +172,10 @@ class _Opening:
         ask = getattr(lock, "server_time", None) if same_server else None
         reading = server_clock.reading(ledger, ask)
         started = reading.now()
+        slot = manual_slot(started) if self.slot is None else self.slot  # a manual run's: its start
         base = Run(
             job=job.name,
-            slot=manual_slot(started) if self.slot is None else self.slot,  # a manual run's: its start
+            slot=slot,
             instance=self.instance,
             host=_HOST,
             pid=os.getpid(),

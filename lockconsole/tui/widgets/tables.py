@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, tzinfo
 from typing import TypeVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
@@ -199,7 +200,7 @@ def sync_table(table: DataTable, rows: Rows, *, follow_first: bool = False) -> i
     return len(rows)
 
 
-def _widen(table: DataTable, rows: Sequence[Sequence[Text]]) -> None:
+def _widen(table: DataTable, rows: Sequence[Sequence[Cell]]) -> None:
     """Every column at least as wide as its widest cell among `rows`, now.
 
     DataTable measures new and updated cells later, when it is idle, and a cell measured in
@@ -210,7 +211,7 @@ def _widen(table: DataTable, rows: Sequence[Sequence[Text]]) -> None:
     wider = False
     for cells in rows:
         for column, cell in zip(columns, cells, strict=False):
-            width = cell.cell_len
+            width = cell.cell_len if isinstance(cell, Text) else cell_len(cell)
             if width > column.content_width:
                 column.content_width = width
                 wider = True
