@@ -65,23 +65,10 @@ class LockBase:
         """Cut our end of the lock's connection now, without a word to the server: a call
         blocked on it returns with an error. The server's session may outlive it (a peer on
         the way can keep it open): end_stuck_session() ends that one."""
-        import os
-        import socket
+        from lockconsole.backends.connect import shut_socket
 
         socket_fd = getattr(self, "socket_fd", None)  # the kinds with a socket of their own
-        fd = socket_fd() if socket_fd is not None else None
-        if fd is None:
-            return
-        try:
-            cut = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            return
-        try:
-            cut.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        finally:
-            cut.close()
+        shut_socket(socket_fd() if socket_fd is not None else None)
 
     def failure(self, what: str, exc: BaseException) -> Exception:
         raise NotImplementedError

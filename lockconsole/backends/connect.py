@@ -249,3 +249,34 @@ def close_quietly(conn: _Closable | None) -> None:
             conn.close()
         except Exception:
             pass
+
+
+def socket_fd_of(conn: Any) -> int | None:
+    """The file descriptor of a driver connection's socket: psycopg's fileno(), PyMySQL's
+    `_sock`; None when it is closed or has no socket of its own (SQLite)."""
+    if conn is None:
+        return None
+    try:
+        if hasattr(conn, "fileno"):
+            return int(conn.fileno())
+        sock = getattr(conn, "_sock", None)
+        return None if sock is None else int(sock.fileno())
+    except Exception:
+        return None
+
+
+def shut_socket(fd: int | None) -> None:
+    """Shut down the socket `fd` both ways without a word to the server: a call blocked on it
+    returns with an error. The descriptor itself stays open for its owner to close."""
+    if fd is None:
+        return
+    try:
+        cut = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        cut.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        cut.close()

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from lockconsole.backends import Lock, LockBase
+from lockconsole.backends.connect import shut_socket
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.threads import start_quiet
 from lockconsole.model.errors import DatabaseError
@@ -169,24 +170,8 @@ def end_stuck_session(lock: Lock, job: str) -> None:
 def cut_ledger_loose(ledger: Ledger) -> None:
     """Shut down the socket of the ledger's own write connection (if it has one open) without a
     word to the server: a write blocked on it returns with a connection error, and the ledger
-    reconnects for its retry."""
-    import os
-    import socket
-
-    conn = getattr(ledger, "_conn", None)
-    if conn is None or getattr(ledger, "_borrowed", False):
-        return  # unopened, or the lock's own connection: cut_loose cuts that one
-    try:  # psycopg's connection has fileno(); PyMySQL's keeps its socket in _sock
-        raw = conn.fileno() if hasattr(conn, "fileno") else conn._sock.fileno()
-        cut = socket.socket(fileno=os.dup(raw))
-    except Exception:  # closed already, or no socket of its own (SQLite): nothing to cut
-        return
-    try:
-        cut.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        cut.close()
+    reconnects for its retry. A borrowed connection is the lock's: cut_loose cuts that one."""
+    shut_socket(ledger.socket_fd())
 
 
 DECIDE_SECONDS = 15.0  # the lock session's statement_timeout (10 s) and a margin: only a peer

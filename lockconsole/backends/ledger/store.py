@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import sqlfiles
-from lockconsole.backends.connect import connect, first_line, prepare_if_direct
+from lockconsole.backends.connect import connect, first_line, prepare_if_direct, socket_fd_of
 from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger import clock, reads
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
@@ -96,6 +96,13 @@ class Ledger:
         if self._conn is None:
             self._conn, self._borrowed = conn, True
             self._ports_seen = False
+
+    def socket_fd(self) -> int | None:
+        """The socket of the ledger's own open write connection; None when unopened, borrowed
+        (the lock's) or without a socket (SQLite)."""
+        if self._conn is None or self._borrowed or self.dialect == "sqlite":
+            return None
+        return socket_fd_of(self._conn)
 
     def reusable(self) -> bool:
         """True when the write connection is unopened, or open, healthy and idle."""

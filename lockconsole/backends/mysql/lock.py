@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lockconsole.backends import LockBase, sqlfiles
-from lockconsole.backends.connect import connect_mysql, first_line
+from lockconsole.backends.connect import connect_mysql, first_line, socket_fd_of
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Job
@@ -53,11 +53,7 @@ class MysqlLock(LockBase):
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
-        sock = None if self.gone() else getattr(self.conn, "_sock", None)
-        try:
-            return None if sock is None else int(sock.fileno())
-        except OSError:
-            return None
+        return None if self.gone() else socket_fd_of(self.conn)
 
     def end_stuck_session(self, seconds: float) -> bool:
         """From a fresh connection, end this lock's own session if it still holds the name."""

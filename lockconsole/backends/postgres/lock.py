@@ -17,7 +17,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import LockBase, sqlfiles
-from lockconsole.backends.connect import connect_pg, first_line, prepare_if_direct
+from lockconsole.backends.connect import connect_pg, first_line, prepare_if_direct, socket_fd_of
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import ConfigError, DatabaseError
 from lockconsole.model.jobs import Database, Job
@@ -90,10 +90,7 @@ class _PgLock(LockBase):
 
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
-        try:
-            return None if self.gone() else int(self.conn.fileno())
-        except Exception:
-            return None
+        return None if self.gone() else socket_fd_of(self.conn)
 
     def end_stuck_session(self, seconds: float) -> bool:
         """From a fresh connection, end this lock's own server session if it still holds the
