@@ -253,6 +253,19 @@ class Connections:
 
     # --- runs ----------------------------------------------------------------------------
 
+    def known_server_now(self, ledgers: list[str]) -> datetime | None:
+        """The first ledger server's time now from a reading already taken (no statement is
+        sent, so a hung server cannot stall it); None before any reading."""
+        from lockconsole.backends.ledger import clock
+
+        with self._lock:
+            opened = [self._ledgers[name] for name in ledgers if name in self._ledgers]
+        for ledger in opened:
+            found = clock.known(ledger)
+            if found is not None:
+                return found.now()
+        return None
+
     def server_now(self, ledgers: list[str], errors: dict[str, str]) -> datetime | None:
         """The first readable ledger server's time now (pauses, abandoned runs and missed slots
         are judged by it); None when no ledger could be read (the local clock then serves)."""

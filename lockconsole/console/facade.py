@@ -10,6 +10,7 @@ and delegates to them; console.protocol.ConsoleFacade is what callers may use of
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -76,12 +77,19 @@ class Console:
         from lockconsole.console.reports import alerts, clock_alerts, judge_slots
         from lockconsole.console.stale import mark_stale
 
-        now = utcnow()
         jobs = list(self.config.jobs.values())
         ledgers = sorted({self.config.ledger_for(j).name for j in jobs})
+        # one moment for every read and every judgement: the ledger server's time when the
+        # reads begin (their windows start at now - lookback, and taken_at is that same now)
+        began = time.monotonic()
+        known = self.connections.known_server_now(ledgers)
+        now = known or utcnow()
         reads = self.connections.read(self.connections.targets(), ledgers, now)
         errors = reads.errors
-        now = self.connections.server_now(ledgers, errors) or now
+        if known is None:  # the first reading is taken after the reads: back to their start
+            server = self.connections.server_now(ledgers, errors)
+            if server is not None:
+                now = server - timedelta(seconds=time.monotonic() - began)
         holders: list[Holder] = []
         sources: dict[str, str] = {}
         notes: list[tuple[str, str]] = []

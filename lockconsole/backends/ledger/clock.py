@@ -94,6 +94,12 @@ def reading(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
     return fresh
 
 
+def known(ledger: _Asks) -> Reading | None:
+    """The reading this process already took of the ledger server's clock, without asking it."""
+    with _GUARD:
+        return _READINGS.get(_server_key(ledger))
+
+
 def known_offset(ledger: _Asks) -> float | None:
     """This instance's offset from the ledger server's clock, if a reading was taken."""
     with _GUARD:
