@@ -28,13 +28,15 @@ import pytest
 from helpers import eventually
 from tcp_proxy import SwitchableProxy
 
-# the job: its pid, then a heartbeat (the time) every 50 ms until SIGTERM ends it
+# the job: its pid, then a heartbeat (the time) every 50 ms until SIGTERM ends it; each beat
+# appears whole (written aside, then renamed), so a kill in the middle of one leaves the last
 JOB = (
     "import os, pathlib, sys, time\n"
     "out = pathlib.Path(sys.argv[1])\n"
     "(out / 'pid').write_text(str(os.getpid()))\n"
     "while True:\n"
-    "    (out / 'beat').write_text(repr(time.time()))\n"
+    "    (out / 'beat.tmp').write_text(repr(time.time()))\n"
+    "    (out / 'beat.tmp').replace(out / 'beat')\n"
     "    time.sleep(0.05)\n"
 )
 SLOT, NEXT_SLOT = "2026-11-29T02:00:00+00:00", "2026-11-30T02:00:00+00:00"
