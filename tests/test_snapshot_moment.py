@@ -39,13 +39,13 @@ def test_taken_at_is_when_the_reads_began_not_when_they_ended(own_database, uid)
             locker = psycopg.connect(own_database)
             locked = threading.Event()
 
-            def hold() -> None:
+            def hold(locker: psycopg.Connection, locked: threading.Event) -> None:
                 locker.execute("LOCK TABLE lockconsole_runs IN ACCESS EXCLUSIVE MODE")
                 locked.set()
                 threading.Event().wait(HOLD)
                 locker.rollback()
 
-            holder = threading.Thread(target=hold)
+            holder = threading.Thread(target=hold, args=(locker, locked))
             holder.start()
             locked.wait(10)
             before = _server_now(own_database)
