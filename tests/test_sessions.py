@@ -24,6 +24,22 @@ def outcomes(config, job):  # type: ignore[no-untyped-def]
         return sorted(r.outcome for r in ledger.runs(job))
 
 
+def kept_session_pids(config, job: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """One attempt of `job` on web-1, then the server pids of the lock and ledger connections
+    it left kept in the registry."""
+    from lockconsole.engine.sessions import session_key
+
+    with run_once(job, config=config, instance="web-1") as run:
+        first = run.run.session_id
+    j = config.job(job)
+    key = session_key(j, config.database_for(j), config.ledger_for(j), "web-1")
+    session = REGISTRY.take(key)
+    assert session is not None
+    ledger_pid = session.ledger.connection.info.backend_pid
+    assert REGISTRY.put(session)
+    return first, ledger_pid
+
+
 def pg_advisory_locks(conn, pid: int) -> list[tuple]:  # type: ignore[no-untyped-def]
     query = "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = %s"
     return conn.execute(query, (pid,)).fetchall()
@@ -98,18 +114,10 @@ def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):  # type: ignore[no-un
 
 def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
     """Both kept connections killed while idle (a restart, an idle timeout): a new session."""
-    from lockconsole.engine.sessions import session_key
 
     job = f"died_{uid}"
     config = config_for(pg_url, job, "pg-session")
-    with run_once(job, config=config, instance="web-1") as run:
-        first = run.run.session_id
-    j = config.job(job)
-    key = session_key(j, config.database_for(j), config.ledger_for(j), "web-1")
-    session = REGISTRY.take(key)
-    assert session is not None
-    ledger_pid = session.ledger.connection.info.backend_pid
-    assert REGISTRY.put(session)
+    first, ledger_pid = kept_session_pids(config, job)
     for pid in (first, ledger_pid):
         pg_conn.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))  # waits for the exit
     with run_once(job, config=config, instance="web-1") as run:
@@ -202,7 +210,6 @@ def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
     raising the dead connection's error to the job."""
     from lockconsole.backends.ledger import clock
     from lockconsole.config.loader import parse_config
-    from lockconsole.engine.sessions import session_key
 
     job = f"reread_{uid}"
     ledger_url = own_database if ledger_apart else pg_url
@@ -211,14 +218,7 @@ def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
         f'[databases.books]\nurl = "{ledger_url}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
         f'database = "main"\nonce_per_slot = false\nwatchdog_interval = 0.2\n'
     )
-    with run_once(job, config=config, instance="web-1") as run:
-        first = run.run.session_id
-    j = config.job(job)
-    key = session_key(j, config.database_for(j), config.ledger_for(j), "web-1")
-    session = REGISTRY.take(key)
-    assert session is not None
-    ledger_pid = session.ledger.connection.info.backend_pid
-    assert REGISTRY.put(session)
+    first, ledger_pid = kept_session_pids(config, job)
     with psycopg.connect(ledger_url, autocommit=True) as books:
         books.execute("SELECT pg_terminate_backend(%s, 30000)", (ledger_pid,))
     pg_conn.execute("SELECT pg_terminate_backend(%s, 30000)", (first,))
