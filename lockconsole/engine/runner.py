@@ -113,16 +113,14 @@ def begin(
         try:
             run, rounds = opening.decide(lock, ledger)
         except DatabaseError:
-            if session is None and not lock.gone():
+            if session is None:
                 raise
             # a kept connection that died while idle (a server restart, a terminated session, an
-            # idle timeout), a session the server ended in the middle of the try (its locks died
-            # with it), or one that a hung peer left without an answer (cut loose by its
-            # deadline): nothing is held on it, so the attempt starts again, once, on fresh ones
+            # idle timeout), or that a hung peer left without an answer (cut loose by its
+            # deadline): nothing was decided on it, so the attempt starts again on fresh ones
             Session(key, lock, ledger).close()
             ledger = Ledger(ledger_database)
-            with stop.interruptible() if stop is not None else nullcontext():
-                lock = _open(job, database, instance)
+            lock = _open(job, database, instance)
             run, rounds = opening.decide(lock, ledger)
     except BaseException:
         _close_quietly(lock)
