@@ -226,3 +226,80 @@ def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
     with run_once(job, config=config, instance="web-1") as run:
         assert run.acquired and run.run.session_id != first
     assert outcomes(config, job) == ["succeeded", "succeeded"]
+
+
+def _end_the_attempts_sessions_once(database_url: str, ended: list[int]):  # type: ignore[no-untyped-def]
+    """A BEFORE_TRY_LOCK hook that ends every other session of the test's own database (only
+    the attempt's), once: the try after it goes through."""
+    from lockconsole.engine import faultpoints as fp
+
+    def hook() -> None:
+        fp.set_hook(fp.BEFORE_TRY_LOCK, None)
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT pid, pg_terminate_backend(pid, 30000) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        ended.extend(pid for pid, done in rows if done)
+
+    return hook
+
+
+@pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
+def test_a_fresh_session_ended_by_the_server_before_its_try_is_tried_again(
+    own_database, uid, strategy
+):  # type: ignore[no-untyped-def]
+    """In a process that keeps its sessions (run_once, schedule), a fresh session the server
+    ends between connecting and the try-lock (an operator's pg_terminate_backend, a failover)
+    holds nothing: the attempt is made again, once, on a fresh connection instead of raising
+    the dead connection's error to the app (a soak runner behind a hung peer exited on it)."""
+    from lockconsole.config.loader import parse_config
+    from lockconsole.engine import faultpoints as fp
+
+    job = f"ended_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
+        "once_per_slot = false\nwatchdog_interval = 0.2\n"
+    )
+    ended: list[int] = []
+    fp.set_hook(fp.BEFORE_TRY_LOCK, _end_the_attempts_sessions_once(own_database, ended))
+    try:
+        with run_once(job, config=config, instance="web-1") as run:  # kept sessions, all fresh
+            assert run.acquired
+            assert run.run.session_id not in ended
+    finally:
+        fp.set_hook(fp.BEFORE_TRY_LOCK, None)
+    assert ended, "the attempt's session was ended before its try"
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        assert [r.outcome for r in ledger.runs(job)] == ["succeeded"]
+
+
+def test_a_one_shot_attempt_reports_a_session_the_server_ended(own_database, uid):  # type: ignore[no-untyped-def]
+    """Without kept sessions (`lockconsole run`), the same fault is the caller's to see: the
+    database error is raised, nothing is recorded and no lock stays held."""
+    from lockconsole.config.loader import parse_config
+    from lockconsole.engine import faultpoints as fp
+    from lockconsole.model.errors import DatabaseError
+
+    job = f"ended_{uid}"
+    config = parse_config(
+        f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
+        "once_per_slot = false\n"
+    )
+    ended: list[int] = []
+    fp.set_hook(fp.BEFORE_TRY_LOCK, _end_the_attempts_sessions_once(own_database, ended))
+    try:
+        one_shot = run_once(job, config=config, instance="web-1", reuse_connections=False)
+        with pytest.raises(DatabaseError), one_shot:
+            pytest.fail("the attempt ran on a session the server ended")
+    finally:
+        fp.set_hook(fp.BEFORE_TRY_LOCK, None)
+    assert ended
+    with Ledger(config.ledger_for(config.job(job))) as ledger:
+        assert ledger.runs(job) == []
+    with psycopg.connect(own_database, autocommit=True) as admin:
+        held = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchone()
+    assert held is not None and held[0] == 0

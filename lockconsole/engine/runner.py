@@ -113,14 +113,19 @@ def begin(
         try:
             run, rounds = opening.decide(lock, ledger)
         except DatabaseError:
-            if session is None:
+            if session is None and not (sessions is not None and lock.gone()):
                 raise
-            # a kept connection that died while idle (a server restart, a terminated session, an
-            # idle timeout), or that a hung peer left without an answer (cut loose by its
-            # deadline): nothing was decided on it, so the attempt starts again on fresh ones
+            # Nothing is held on a dead session, so the attempt starts again, once, on fresh
+            # connections: a kept connection that died while idle (a server restart, a terminated
+            # session, an idle timeout) or that a hung peer left without an answer (cut loose by
+            # its deadline); and, in a process that keeps its sessions (schedule, run_once), a
+            # fresh one the server ended in the middle of the try (its locks died with it), so a
+            # long-lived runner outlives the fault. A one-shot `lockconsole run` reports that
+            # one (exit 5): its caller's next firing is the retry.
             Session(key, lock, ledger).close()
             ledger = Ledger(ledger_database)
-            lock = _open(job, database, instance)
+            with stop.interruptible() if stop is not None else nullcontext():
+                lock = _open(job, database, instance)
             run, rounds = opening.decide(lock, ledger)
     except BaseException:
         _close_quietly(lock)
