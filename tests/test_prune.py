@@ -113,7 +113,8 @@ def test_prune_deletes_exactly_the_old_rows_in_bounded_batches(
 
         dry = the_ledger(prune_cli(config, cli_env, "--dry-run", "--batch-size", str(BATCH)))
         assert dry["dry_run"] is True
-        assert dry["deleted"] == {"runs": old, "run_output": old_tails, "requests": 1}
+        deleted = {"runs": old, "run_output": old_tails, "requests": 1, "holder_journal": 0}
+        assert dry["deleted"] == deleted
         assert dry["summaries"] == 0  # every filled slot is plain ok
         assert plain.count("lockconsole_runs") == old + new  # nothing changed
         assert plain.count("lockconsole_run_output") == total_tails
@@ -121,7 +122,7 @@ def test_prune_deletes_exactly_the_old_rows_in_bounded_batches(
         assert not _has(plain, "lockconsole_audit")  # a dry run audits nothing, creates nothing
 
         done = the_ledger(prune_cli(config, cli_env, "--batch-size", str(BATCH)))
-        assert done["deleted"] == {"runs": old, "run_output": old_tails, "requests": 1}
+        assert done["deleted"] == deleted
         cutoff = done["cutoff"]
         assert plain.count("lockconsole_runs") == new
         assert plain.count("lockconsole_runs", f"started_at < {p}", (cutoff_guess,)) == 0
@@ -139,7 +140,7 @@ def test_prune_deletes_exactly_the_old_rows_in_bounded_batches(
         assert f"deleted {old} attempts" in audit[0][2]
 
         again = the_ledger(prune_cli(config, cli_env))
-        assert again["deleted"] == {"runs": 0, "run_output": 0, "requests": 0}
+        assert again["deleted"] == {"runs": 0, "run_output": 0, "requests": 0, "holder_journal": 0}
         assert plain.count("lockconsole_runs") == new
     finally:
         plain.close()

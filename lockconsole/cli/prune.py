@@ -19,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "prune",
         help="delete ledger rows older than [ledger] retention (or --older-than), in batches",
         description="Delete attempts that started before the ledger server's now minus the "
-        "retention, their output tails, and finished run requests, in every ledger the "
+        "retention, their output tails, finished run requests and the holder journal's "
+        "holdings gone by then, in every ledger the "
         "configuration names; a slot that was not plain ok keeps a summary row. Audited; "
         "refused under --read-only unless --dry-run.",
     )
@@ -103,6 +104,7 @@ def report_json(report: Any) -> dict[str, Any]:
             "runs": report.runs,
             "run_output": report.outputs,
             "requests": report.requests,
+            "holder_journal": report.journal,
         },
         "summaries": report.summaries,
         "kept_with_newer_slot": report.kept,
@@ -124,7 +126,8 @@ def _say(report: Any) -> None:
         print(
             shown(
                 f"  runs {report.runs}, run_output {report.outputs}, requests "
-                f"{report.requests}, slot summaries {report.summaries}; longest lock held "
+                f"{report.requests}, holder journal {report.journal}, slot summaries "
+                f"{report.summaries}; longest lock held "
                 f"{report.longest_lock * 1000:.0f} ms"
             )
         )

@@ -138,9 +138,17 @@ def schedule_command(args: argparse.Namespace) -> int:
     from lockconsole.serving import RequestServer
 
     server = RequestServer(config, jobs, instance=instance).start()  # `lockconsole request`
+    sampler = None
+    every = config.ledger.journal_every
+    if config.ledger.journal and every is not None and jobs:  # who holds which lock, kept
+        from lockconsole.console.journal import JournalSampler
+
+        sampler = JournalSampler(config, every.total_seconds()).start()
     try:
         code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
     finally:
+        if sampler is not None:
+            sampler.stop()
         server.stop(wait=max((job.stop_grace for job in jobs), default=0.0) + 1.5)
     if getattr(args, "whole_process", False):
         _exit_now(code)

@@ -38,7 +38,12 @@ from lockconsole.config.checks import (  # noqa: F401  (re-exported: public name
 from lockconsole.config.keymap import check_keymap
 from lockconsole.config.lines import locate
 from lockconsole.config.search import SEARCH_ORDER_HELP, find_config  # noqa: F401  (public here too)
-from lockconsole.config.settings import ConsoleSettings, parse_console, parse_ledger
+from lockconsole.config.settings import (
+    ConsoleSettings,
+    LedgerSettings,
+    parse_console,
+    parse_ledger,
+)
 from lockconsole.config.urls import expand_env, parse_url
 from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
@@ -81,6 +86,7 @@ class Config:
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     keymap: Mapping[str, str] = field(default_factory=dict)
     retention: timedelta | None = None  # [ledger] retention: None keeps every row
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)  # all of [ledger]
 
     def job(self, name: str) -> Job:
         try:
@@ -195,12 +201,22 @@ class _Builder:
         if not isinstance(keymap, dict):
             raise self.error((), "keys", 'must be a table of action = "key"')
         check_keymap(keymap, lambda action, msg: self.error(("keys",), action, msg))
-        raw_ledger = self.table(data.get("ledger", {}), ("ledger",), {"retention"})
-        retention = parse_ledger(
+        raw_ledger = self.table(
+            data.get("ledger", {}), ("ledger",), {"retention", "journal", "journal_every"}
+        )
+        ledger_settings = parse_ledger(
             raw_ledger, lambda k, msg: self.error(("ledger",), k, msg), console_settings.lookback
         )
         return Config(
-            self.path, databases, jobs, ledger, instance, console_settings, keymap, retention
+            self.path,
+            databases,
+            jobs,
+            ledger,
+            instance,
+            console_settings,
+            keymap,
+            ledger_settings.retention,
+            ledger_settings,
         )
 
     def databases(self, raw: object) -> dict[str, Database]:

@@ -71,20 +71,47 @@ def parse_console(
     return ConsoleSettings(**values)
 
 
+@dataclass(frozen=True)
+class LedgerSettings:
+    """[ledger]: how long the run ledger keeps its rows, and the holder journal."""
+
+    retention: timedelta | None = None  # None: keep every row
+    journal: bool = True  # the long-running samplers write the holder journal
+    # how often `schedule` samples the holders of its jobs' databases for the journal (None: it
+    # does not; the console and the metrics exporter sample at their own refresh)
+    journal_every: timedelta | None = timedelta(seconds=10)
+
+
+_LEDGER_KEYS = ("retention", "journal", "journal_every")
+
+
 def parse_ledger(
     raw: Mapping[str, object], error: Callable[[str, str], Exception], lookback: timedelta
-) -> timedelta | None:
-    """[ledger] retention (None: keep every row); `error(key, message)` builds the ConfigError."""
+) -> LedgerSettings:
+    """The [ledger] table; `error(key, message)` builds the ConfigError."""
     for key in raw:
-        if key != "retention":
-            raise error(key, "unknown key (allowed: retention)")
-    if "retention" not in raw:
-        return None
-    try:
-        retention = check_retention(raw["retention"], lookback)
-    except ValueError as exc:
-        raise error("retention", str(exc)) from None
-    return retention
+        if key not in _LEDGER_KEYS:
+            raise error(key, f"unknown key (allowed: {', '.join(_LEDGER_KEYS)})")
+    values: dict[str, Any] = {}
+    if "retention" in raw:
+        try:
+            values["retention"] = check_retention(raw["retention"], lookback)
+        except ValueError as exc:
+            raise error("retention", str(exc)) from None
+    if "journal" in raw:
+        if not isinstance(raw["journal"], bool):
+            raise error("journal", "must be true or false")
+        values["journal"] = raw["journal"]
+    if "journal_every" in raw:
+        value = raw["journal_every"]
+        try:
+            every = timedelta(0) if value in ("0", "off") else parse_duration(value)
+        except ValueError as exc:
+            raise error("journal_every", str(exc)) from None
+        if timedelta(0) < every < timedelta(seconds=1):
+            raise error("journal_every", "must be 1s or longer (0 turns schedule's sampling off)")
+        values["journal_every"] = every or None
+    return LedgerSettings(**values)
 
 
 def check_retention(value: object, lookback: timedelta) -> timedelta:

@@ -24,6 +24,7 @@ from lockconsole.console.connections import Connections
 from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
 from lockconsole.console.held import Sightings
+from lockconsole.console.journal import HolderJournal
 from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
@@ -50,7 +51,11 @@ class Console:
         read_only: bool = False,
         actor: Actor | None = None,
         instance: str | None = None,
+        journal: bool = False,
     ) -> None:
+        """`journal`: write the holder journal from each snapshot: for the long-running
+        samplers (the console unless read-only, the metrics exporter, `schedule`), never a
+        one-shot command, which would see holders appear and never go."""
         self.config = config
         self.settings = config.console
         self.read_only = read_only
@@ -63,6 +68,7 @@ class Console:
         self.dupes = Duplicates(config, self.connections, self._pool)
         self.controls = JobControls(config, self.connections, self.actor)
         self.sightings = Sightings()  # when each holder was first seen: how long it is held
+        self.journal = HolderJournal(config, self._journal_engine) if journal else None
         self.last: Snapshot | None = None
 
     # --- reading -------------------------------------------------------------------------
@@ -106,8 +112,14 @@ class Console:
         runs = sorted(seen.runs, key=lambda r: (r.started_at, r.id or 0), reverse=True)
         dup_counts = {} if duplicates is False else self.dupes.counts(jobs, force=bool(duplicates))
         runs, abandoned = self._sweep(runs, holders, errors, now)
+        earliest = None
+        if self.journal is not None:
+            self.journal.observe(holders, now, errors)
+            earliest = self.journal.first_seen
+            notes.extend((home, f"holder journal not written: {why}")
+                         for home, why in sorted(self.journal.problems.items()))  # fmt: skip
         holders_t = mark_stale(
-            self.sightings.stamp(holders, now, errors),
+            self.sightings.stamp(holders, now, errors, earliest=earliest),
             jobs,
             runs,
             now=now,
@@ -164,6 +176,9 @@ class Console:
         )
         self.last = snapshot
         return snapshot
+
+    def _journal_engine(self, name: str) -> Any:
+        return self.connections.ledger(name).sa_engine()
 
     def _sweep(
         self, runs: list[Run], holders: list[Holder], errors: dict[str, str], now: datetime

@@ -3,7 +3,8 @@
 A database says when a lease row or a Redis key was taken and (MariaDB's METADATA_LOCK_INFO)
 how long a user lock has been held; pg_locks says it for no granted lock (its `waitstart` is a
 waiter's), and performance_schema neither. Where nothing says, `Sightings` keeps when this
-console first saw each holder (its key and its session: pid and backend_start), and an idle
+console, or any sampler of the holder journal before it, first saw each holder (its key and its
+session: pid and backend_start), and an idle
 session bounds it too: it took its locks before its last statement ended. The lock is then held
 *at least* since the earlier of the two (`held_from = "at_least"`); the session's start bounds it
 the other way. A pool's keep-alive `select 1` moves neither forward, so FOR keeps growing and the
@@ -13,7 +14,7 @@ stale rule (`stale.py`) reads the same facts.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -54,7 +55,12 @@ class Sightings:
         self._lock = threading.Lock()
 
     def stamp(
-        self, holders: Iterable[Holder], now: datetime, unread: Collection[str] = ()
+        self,
+        holders: Iterable[Holder],
+        now: datetime,
+        unread: Collection[str] = (),
+        *,
+        earliest: Callable[[tuple[object, ...]], datetime | None] | None = None,
     ) -> list[Holder]:
         """The holders with `first_seen`, and `held_since` / `held_from` as far as known.
 
@@ -84,7 +90,12 @@ class Sightings:
                 if old is None or old[START] != start:  # new, or a new session of a reused pid
                     if old is None or old[ROUND] != this:
                         live += 1
-                    old = first[key] = [now, now, start, this]
+                    seen = now
+                    if earliest is not None:  # the journal's identity: the session start inside
+                        journal = earliest((*key[:5], start, key[5]))
+                        if journal is not None and journal < now:
+                            seen = journal
+                    old = first[key] = [seen, seen, start, this]
                 elif old[ROUND] != this:
                     old[ROUND] = this
                     live += 1

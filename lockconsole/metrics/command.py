@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     from lockconsole.metrics.state import kept
 
     config = load_config(args.config)
-    with Console(config, read_only=True) as console:
+    # serving, the exporter is a long-running sampler: it writes the holder journal (a
+    # textfile run is one sample, which would see holders appear and never go)
+    journal = address is not None and config.ledger.journal and not args.read_only
+    with Console(config, read_only=True, journal=journal) as console:
         if path is not None:
             collector = ConsoleCollector(console, duplicates=True)
             with kept(collector, path):  # the counters go on from the last run's

@@ -86,6 +86,36 @@ class Holder:
 
 
 @dataclass(frozen=True)
+class JournalEntry:
+    """One holding as the holder journal keeps it: surely held from first_seen to last_seen
+    (None: still held when last sampled), and at most from `earliest` to gone_by."""
+
+    id: int
+    database: str
+    kind: str
+    source: str
+    key: str
+    job: str | None
+    pid: int | None
+    application: str | None
+    client: str | None
+    user: str | None
+    mode: str | None
+    locked_by: str | None
+    session_start: datetime | None
+    seen_after: datetime | None
+    first_seen: datetime
+    last_seen: datetime | None
+    gone_by: datetime | None
+    earliest: datetime  # the earliest it can have been taken (seen_after, else as known)
+
+    @property
+    def open(self) -> bool:
+        """Still held at the last sample that wrote the journal."""
+        return self.gone_by is None
+
+
+@dataclass(frozen=True)
 class SlotReport:
     """What happened to one job in one slot, across every instance."""
 

@@ -376,7 +376,10 @@ def run_console(
         from lockconsole.console.facade import Console
 
         config = config or load_config(config_path)
-        console = Console(config, read_only=read_only)
+        # a console is a long-running sampler: it writes the holder journal unless read-only
+        console = Console(
+            config, read_only=read_only, journal=config.ledger.journal and not read_only
+        )
     try:
         app = LockConsoleApp(console, read_only=read_only)
         app.run()

@@ -1,6 +1,7 @@
 """The run ledger's tables as SQLAlchemy Core: runs (RUN_COLUMNS), controls (pauses), output,
-requests, the fencing tokens the ledger issues for locks whose store can forget them, and the
-summaries of pruned slots that were not plain ok (retention/).
+requests, the fencing tokens the ledger issues for locks whose store can forget them, the
+summaries of pruned slots that were not plain ok (retention/), and the holder journal (who was
+seen holding which lock, when: journal.py).
 
 See `store` for how each dialect stores the timestamps.
 """
@@ -19,6 +20,7 @@ REQUESTS_TABLE = "lockconsole_requests"  # runs asked of the fleet, and how they
 OUTPUT_TABLE = "lockconsole_run_output"  # the output tail of a run, when it had output
 FENCING_TABLE = "lockconsole_fencing"  # per lock: the highest fencing token the ledger issued
 SUMMARY_TABLE = "lockconsole_slot_summaries"  # per pruned slot that was not plain ok: its verdict
+JOURNAL_TABLE = "lockconsole_holder_journal"  # one row per holding seen: who, which lock, when
 
 
 @cache
@@ -28,6 +30,7 @@ def schema() -> tuple[Any, Any]:
         BigInteger,
         Column,
         DateTime,
+        Double,
         Float,
         Index,
         Integer,
@@ -36,6 +39,7 @@ def schema() -> tuple[Any, Any]:
         Table,
         Text,
         TypeDecorator,
+        UniqueConstraint,
     )
     from sqlalchemy.dialects import mysql, postgresql
 
@@ -138,6 +142,41 @@ def schema() -> tuple[Any, Any]:
         Column("first_started_at", UTCDateTime, nullable=False),
         Column("last_finished_at", UTCDateTime),
         Column("pruned_at", UTCDateTime, nullable=False),  # the server's time of the prune
+    )
+    Table(
+        JOURNAL_TABLE,
+        metadata,
+        Column("id", big, primary_key=True, autoincrement=True),
+        Column("holding", String(40), nullable=False),  # the holder's identity, hashed
+        # 1 while the holding is seen held, NULL once it is gone: with `holding` a unique key,
+        # so samplers at once keep one open row per holding (NULLs never collide)
+        Column("open_mark", Integer),
+        Column("database_name", String(128), nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("source", String(64), nullable=False),
+        Column("lock_key", String(255), nullable=False),
+        Column("job", String(128)),
+        Column("pid", BigInteger),
+        Column("application", String(255)),
+        Column("client", String(255)),
+        Column("username", String(255)),
+        Column("mode", String(64)),
+        Column("locked_by", String(255)),
+        Column("session_start", UTCDateTime),
+        Column("seen_after", UTCDateTime),  # the last sample without it, before first_seen
+        Column("first_seen", UTCDateTime, nullable=False),  # the first sample that saw it held
+        Column("last_seen", UTCDateTime),  # the last sample that saw it held (NULL: still held)
+        Column("gone_by", UTCDateTime),  # the first sample without it (NULL: still held)
+        # seconds since the epoch of the earliest it can have been taken (seen_after, else
+        # first_seen) and, once gone, the longest it can have been held: plain numbers, so the
+        # close computes the span in every dialect and `--at` splits short holdings from long
+        Column("from_epoch", Double, nullable=False),  # double: microseconds of a date kept
+        Column("held_seconds", Double),
+        UniqueConstraint("holding", "open_mark", name="uq_lockconsole_journal_open"),
+        Index("ix_lockconsole_journal_from", "from_epoch"),
+        Index("ix_lockconsole_journal_held", "held_seconds"),
+        Index("ix_lockconsole_journal_open", "open_mark"),
+        Index("ix_lockconsole_journal_gone", "gone_by"),
     )
     return metadata, table
 

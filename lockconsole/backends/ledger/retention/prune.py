@@ -1,5 +1,6 @@
 """Prune one ledger database: attempts that started before the cutoff (server now - retention),
-their output tails, and run requests that finished before it.
+their output tails, run requests that finished before it, and the holder journal's holdings
+that were gone by then.
 
 The cutoff is the ledger server's clock, never this host's. Attempts go in batches of about
 `batch_size` (fewer while the server is slow: see WRITE_TARGET), walked by a keyset on the
@@ -54,6 +55,7 @@ class PruneReport:
     runs: int = 0
     outputs: int = 0
     requests: int = 0
+    journal: int = 0  # holdings of the holder journal gone before the cutoff
     summaries: int = 0
     kept: int = 0  # old attempts kept: their slot has an attempt after the cutoff
     batches: int = 0
@@ -74,7 +76,8 @@ class PruneReport:
         verb = "would delete" if self.dry_run else "deleted"
         return (
             f"{verb} {self.runs} attempts, {self.outputs} output tails, {self.requests} "
-            f"requests; {self.summaries} slot summaries; {self.kept} old attempts kept with "
+            f"requests, {self.journal} journal holdings; {self.summaries} slot summaries; "
+            f"{self.kept} old attempts kept with "
             f"their slot; {self.batches} batches in {self.elapsed:.2f} s, longest "
             f"{self.longest_batch * 1000:.0f} ms" + (" (stopped)" if self.stopped else "")
         )
@@ -240,23 +243,30 @@ class _Pruner:
 
     def requests(self, cutoff: datetime, stop: Callable[[], bool]) -> None:
         """Finished requests last changed before the cutoff, one short statement per batch."""
+        self.report.requests = self._batches("pruned_requests", cutoff, stop)
+
+    def journal(self, cutoff: datetime, stop: Callable[[], bool]) -> None:
+        """The holder journal's holdings gone before the cutoff, one statement per batch."""
+        self.report.journal = self._batches("pruned_journal", cutoff, stop)
+
+    def _batches(self, what: str, cutoff: datetime, stop: Callable[[], bool]) -> int:
+        """Delete `what` (count_/delete_ `what` .sql) in batches; dry: count it. How many."""
         params = {"cutoff": self.db(cutoff), "limit": self.batch_size}
         if self.report.dry_run:
-            self.report.requests = int(
-                self.sql("count_pruned_requests", params, lambda cur: cur.fetchone()[0])
-            )
-            return
+            return int(self.sql(f"count_{what}", params, lambda cur: cur.fetchone()[0]))
+        total = 0
         while not stop():
             began = time.perf_counter()
-            deleted = int(self.sql("delete_pruned_requests", params, lambda cur: cur.rowcount))
+            deleted = int(self.sql(f"delete_{what}", params, lambda cur: cur.rowcount))
             took = time.perf_counter() - began
-            self.report.requests += deleted
+            total += deleted
             self.report.batches += 1
             self.report.batch_seconds.append(took)
             self.report.longest_batch = max(self.report.longest_batch, took)
             self.report.longest_lock = max(self.report.longest_lock, took)
             if deleted < self.batch_size:
-                return
+                break
+        return total
 
 
 _TIMES = ("slot", "first_started_at", "last_finished_at", "pruned_at")
@@ -296,7 +306,12 @@ def prune(
             return report
         now = clock.read(ledger).server  # a fresh reading: the cutoff is the server's
         report.cutoff = cutoff = now - older_than
-        for step in (lambda: pruner.runs(cutoff, now, stop), lambda: pruner.requests(cutoff, stop)):
+        steps = (
+            lambda: pruner.runs(cutoff, now, stop),
+            lambda: pruner.requests(cutoff, stop),
+            lambda: pruner.journal(cutoff, stop),
+        )
+        for step in steps:
             try:
                 step()
             except Exception as exc:
