@@ -24,6 +24,7 @@ from lockconsole.config.urls import redact, scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database
 from lockconsole.model.slots import utcnow
+from lockconsole.model.views import AuditEntry  # noqa: F401  (public here too)
 
 if TYPE_CHECKING:
     from lockconsole.backends.connect import Timeouts
@@ -49,20 +50,6 @@ class Actor:
         except (KeyError, OSError):
             user = "unknown"
         return cls(user, socket.gethostname())
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    id: int
-    at: datetime
-    os_user: str
-    host: str
-    action: str
-    database: str
-    target: str
-    result: str
-    message: str | None
-    job: str | None = None
 
 
 def _table(metadata: Any) -> Any:

@@ -150,6 +150,38 @@ def groups(
     return _run(engine_or_database, s, work)
 
 
+def groups_of_runs(
+    engine_or_database: Engine | Database,
+    spec: Idempotency,
+    run_ids: Sequence[int],
+    *,
+    limit: int = 200,
+) -> list[DuplicateGroup]:
+    """The duplicate groups whose rows carry one of `run_ids` in the run column (compared as
+    text, whatever the column's type), with every run id of each group; at most `limit`."""
+    s = _spec(spec)
+    if s.run is None or not run_ids:
+        return []
+
+    def work(conn: Connection) -> list[DuplicateGroup]:
+        carriers = s.table.alias("carriers")
+        cols = [carriers.c[c.name] for c in s.key]
+        ids = [str(i) for i in run_ids]
+        assert s.run is not None
+        mine = select(*cols).where(sa.cast(carriers.c[s.run.name], sa.String).in_(ids))
+        key = s.key[0] if len(s.key) == 1 else sa.tuple_(*s.key)
+        stmt = _with_run_ids(s, s.ordered.where(key.in_(mine)).limit(limit))
+        found: dict[tuple[Any, ...], tuple[int, set[Any]]] = {}
+        width = len(s.key)
+        for row in conn.execute(stmt):
+            runs = found.setdefault(tuple(row[:width]), (int(row[width]), set()))[1]
+            if row[-1] is not None:
+                runs.add(row[-1])
+        return [DuplicateGroup(k, n, _sorted(r)) for k, (n, r) in found.items()]
+
+    return _run(engine_or_database, s, work)
+
+
 def rows(
     engine_or_database: Engine | Database,
     spec: Idempotency,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
+    from lockconsole.model.views import DuplicateGroup
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,12 @@ class Duplicates:
 
         spec = self._idempotency(job)
         return duplicates.groups(self._engine(job), spec, page=page, page_size=page_size)
+
+    def of_runs(self, job: str, run_ids: list[int]) -> list[DuplicateGroup]:
+        """The duplicate groups that carry these run ids (with a run_column)."""
+        from lockconsole.backends.duplicates import groups_of_runs
+
+        return groups_of_runs(self._engine(job), self._idempotency(job), run_ids)
 
     def summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends import duplicates

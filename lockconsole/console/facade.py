@@ -29,7 +29,15 @@ from lockconsole.console.protocol import ReadOnlyError
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
-from lockconsole.model.views import Alert, Holder, JobStatus, RunFilter, Snapshot
+from lockconsole.model.views import (
+    Alert,
+    Holder,
+    JobStatus,
+    JournalEntry,
+    RunFilter,
+    SlotStory,
+    Snapshot,
+)
 
 if TYPE_CHECKING:
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
@@ -248,6 +256,47 @@ class Console:
         return entries[:limit], errors
 
     # --- the duplicate inspector ---------------------------------------------------------
+
+    # --- the past: the holder journal and the story of a slot ------------------------------
+
+    def holders_at(
+        self, at: datetime, *, key: str | None = None, job: str | None = None
+    ) -> tuple[list[JournalEntry], list[tuple[str, str]]]:
+        """Who may have held which lock at `at`, from every journal database (read once
+        each), and (database, why) for each journal that could not be read."""
+        from lockconsole.backends.ledger import journal as store
+        from lockconsole.console.journal import journal_home
+
+        if job is not None:
+            self.config.job(job)
+        homes = sorted({h for d in self.config.databases if (h := journal_home(self.config, d))})
+        found: list[JournalEntry] = []
+        errors: list[tuple[str, str]] = []
+        for home in homes:
+            try:
+                engine = self.connections.ledger(home).sa_engine()
+                if store.has_journal(engine):
+                    found += store.held_at(engine, at, key=key, job=job)
+                else:
+                    errors.append((home, "no holder journal yet: no sampler has written one"))
+            except Exception as exc:
+                errors.append((home, " ".join(str(exc).split())[:300]))
+        found.sort(key=lambda e: (e.first_seen, e.database, e.key, e.id))
+        return found, errors
+
+    def story(self, job_name: str, slot: datetime) -> SlotStory:
+        """The story of one slot of one job (see console/story.py)."""
+        from lockconsole.console.story import StorySources, tell
+
+        job = self.config.job(job_name)
+        sources = StorySources(
+            config=self.config,
+            ledger_named=self.connections.ledger,
+            audit=lambda name, since: self.audit(name, since=since, limit=1000),
+            duplicates=lambda j, ids: self.dupes.of_runs(j.name, ids),
+            grace=self.settings.grace,
+        )
+        return tell(sources, job, slot)
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:
         """One page of the job's duplicate groups (paged by the database)."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from lockconsole.config.loader import Config
     from lockconsole.engine.stopping import Stop
     from lockconsole.model.jobs import Pause, Run
-    from lockconsole.model.views import Holder, RunFilter, Snapshot
+    from lockconsole.model.views import Holder, JournalEntry, RunFilter, SlotStory, Snapshot
 
 
 class ReadOnlyError(UsageError):
@@ -104,6 +104,17 @@ class ConsoleFacade(Protocol):
 
     def resume(self, job_name: str) -> Pause | None:
         """End a job's pause (audited); the pause that ended, or None."""
+        ...
+
+    def holders_at(
+        self, at: datetime, *, key: str | None = None, job: str | None = None
+    ) -> tuple[list[JournalEntry], list[tuple[str, str]]]:
+        """Who may have held which lock at `at`, from the holder journal, and (database, why)
+        for each journal that could not be read."""
+        ...
+
+    def story(self, job_name: str, slot: datetime) -> SlotStory:
+        """The story of one slot of one job: attempts, holders, audit, alerts, verdict."""
         ...
 
     def duplicates(self, job: str, *, page: int = 0, page_size: int = 50) -> DuplicatePage:

@@ -122,3 +122,10 @@ def _next_real(it: _Cron, schedule: str, timezone: str) -> datetime:
 def manual_slot(at: datetime) -> datetime:
     """A manual run's own slot: its start time, to the microsecond."""
     return at.astimezone(UTC)
+
+
+def is_firing(job: Job, slot: datetime) -> bool:
+    """Whether `slot` is a firing of the job's schedule that cron really makes."""
+    if not job.schedule:
+        return False
+    return next_fire(job, slot - timedelta(microseconds=1)) == slot.astimezone(UTC)

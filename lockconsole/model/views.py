@@ -86,6 +86,22 @@ class Holder:
 
 
 @dataclass(frozen=True)
+class AuditEntry:
+    """One audited action: a force-release, a trigger, a pause, a request, a prune."""
+
+    id: int
+    at: datetime
+    os_user: str
+    host: str
+    action: str
+    database: str
+    target: str
+    result: str
+    message: str | None
+    job: str | None = None
+
+
+@dataclass(frozen=True)
 class JournalEntry:
     """One holding as the holder journal keeps it: surely held from first_seen to last_seen
     (None: still held when last sampled), and at most from `earliest` to gone_by."""
@@ -183,3 +199,36 @@ class Snapshot:
     duplicates: tuple[tuple[str, int, int], ...] = ()  # (job, duplicate groups, surplus rows)
     read_seconds: tuple[tuple[str, float], ...] = ()  # (database, how long its reads took)
     attempts: tuple[tuple[str, str, str, int], ...] = ()  # (job, outcome, instance, count)
+
+
+@dataclass(frozen=True)
+class StoryEvent:
+    """One line of a slot's story: when, from which source, who, what (data, not escaped)."""
+
+    at: datetime
+    source: str  # "attempt", "holder", "audit"
+    who: str
+    what: str
+
+
+@dataclass(frozen=True)
+class SlotStory:
+    """Everything known of one slot of one job (console/story.py), and what could not be read."""
+
+    job: str
+    slot: datetime
+    ledger: str
+    taken_at: datetime  # the ledger server's time when the story was read
+    since: datetime  # the window holders and audit were read in
+    until: datetime
+    attempts: tuple[Run, ...] = ()
+    outputs: tuple[tuple[int, str], ...] = ()  # (run id, output tail)
+    holders: tuple[JournalEntry, ...] = ()
+    audit: tuple[AuditEntry, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    duplicates: tuple[DuplicateGroup, ...] = ()
+    status: str = "skipped"  # the slot's status by the one rule
+    overlap: float = 0.0  # seconds two executions ran at once
+    verdict: str = ""
+    unknown: tuple[tuple[str, str], ...] = ()  # (part, why it could not be read)
+    events: tuple[StoryEvent, ...] = ()

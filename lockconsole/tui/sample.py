@@ -15,7 +15,7 @@ from typing import Any
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.model.jobs import Outcome, Run
 from lockconsole.model.slots import next_fire
-from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, Snapshot
+from lockconsole.model.views import DuplicateGroup, Holder, JobStatus, JournalEntry, Snapshot
 
 FROZEN_NOW = datetime(2026, 11, 29, 2, 15, 0, tzinfo=UTC)
 INSTANCES = ("web-1", "web-2", "web-3")
@@ -295,6 +295,48 @@ def many_holders(count: int, sessions: int = 50) -> list[Holder]:
             backend_start=base,
         )
         for i in range(count)
+    ]
+
+
+def sample_journal() -> list[JournalEntry]:
+    """What the holder journal saw around the unguarded night (27th) and tonight (29th): a psql
+    session that held 4242 over the slot and left, and tonight's web-1 still holding it."""
+    night = datetime(2026, 11, 27, 2, 0, tzinfo=UTC)
+    tonight = datetime(2026, 11, 29, 2, 0, 0, 300000, tzinfo=UTC)
+
+    def entry(i: int, **fields: Any) -> JournalEntry:
+        base: dict[str, Any] = dict(
+            database="billing", kind="advisory", source="pg_locks", key="4242",
+            job="nightly_billing", mode="ExclusiveLock", user="billing", locked_by=None,
+        )  # fmt: skip
+        base.update(fields)
+        return JournalEntry(id=i, **base)
+
+    return [
+        entry(
+            1,
+            pid=30412,
+            application="psql",
+            client="10.0.9.4",
+            session_start=night - timedelta(minutes=4),
+            seen_after=night - timedelta(seconds=4),
+            first_seen=night - timedelta(seconds=2),
+            last_seen=night + timedelta(seconds=5),
+            gone_by=night + timedelta(seconds=7),
+            earliest=night - timedelta(seconds=4),
+        ),
+        entry(
+            2,
+            pid=31001,
+            application="lockconsole:nightly_billing@web-1",
+            client="10.0.1.11",
+            session_start=tonight,
+            seen_after=tonight - timedelta(seconds=1, microseconds=300000),
+            first_seen=tonight + timedelta(seconds=0.7),
+            last_seen=None,
+            gone_by=None,
+            earliest=tonight - timedelta(seconds=1, microseconds=300000),
+        ),
     ]
 
 

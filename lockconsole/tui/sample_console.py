@@ -5,15 +5,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.model.jobs import Idempotency, Pause, Run
-from lockconsole.model.views import Holder, RunFilter, Snapshot
+from lockconsole.model.views import (
+    AuditEntry,
+    Holder,
+    JournalEntry,
+    RunFilter,
+    SlotStory,
+    Snapshot,
+)
 
 if TYPE_CHECKING:
-    from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage, DuplicateSummary
     from lockconsole.backends.ledger.outputs import RunOutput
     from lockconsole.backends.ledger.requests import Request
@@ -25,6 +31,7 @@ from lockconsole.tui.sample import (
     make_run,
     sample_config,
     sample_duplicates,
+    sample_journal,
     sample_snapshot,
 )
 
@@ -71,8 +78,6 @@ class SampleConsole:
     def audit(
         self, job: str | None = None, *, since: datetime | None = None, limit: int = 200
     ) -> tuple[list[AuditEntry], list[tuple[str, str]]]:
-        from lockconsole.backends.audit import AuditEntry
-
         entries = [
             AuditEntry(
                 2,
@@ -232,6 +237,76 @@ class SampleConsole:
             replace(s, pause=pause) if s.job.name == job_name else s for s in self._snapshot.jobs
         )
         self._snapshot = replace(self._snapshot, jobs=jobs)
+
+    def holders_at(
+        self, at: datetime, *, key: str | None = None, job: str | None = None
+    ) -> tuple[list[JournalEntry], list[tuple[str, str]]]:
+        until = lambda e: e.gone_by is None or e.gone_by > at  # noqa: E731
+        found = [
+            e
+            for e in sample_journal()
+            if e.earliest <= at and until(e) and key in (None, e.key) and job in (None, e.job)
+        ]
+        return found, []
+
+    def story(self, job_name: str, slot: datetime) -> SlotStory:
+        from lockconsole.console.reports import alerts
+        from lockconsole.model.story import events, verdict
+        from lockconsole.model.verdict import executions, overlap_seconds, slot_status
+        from lockconsole.model.views import SlotReport
+
+        self.config.job(job_name)
+        attempts = sorted(
+            (r for r in self._snapshot.runs if r.job == job_name and r.slot == slot),
+            key=lambda r: (r.started_at, r.id or 0),
+        )
+        since, until = slot - timedelta(minutes=2), slot + timedelta(minutes=15)
+        journal = [
+            e
+            for e in sample_journal()
+            if e.job == job_name and e.earliest <= until and (e.gone_by or FROZEN_NOW) >= since
+        ]
+        audit, _ = self.audit(job_name)
+        audit.append(  # the unguarded night's release of the psql session (the story's alone)
+            AuditEntry(
+                0,
+                datetime(2026, 11, 27, 2, 0, 6, tzinfo=UTC),
+                "alice",
+                "ops-1",
+                "release",
+                "billing",
+                "pg advisory key 4242 (int64) held by pid 30412 in database billing",
+                "released",
+                "pid 30412 terminated in 9 ms",
+                "nightly_billing",
+            )
+        )
+        status = str(slot_status(attempts, FROZEN_NOW))
+        overlap = overlap_seconds(executions(attempts), FROZEN_NOW)
+        ids = {r.id for r in attempts}
+        dupes = tuple(g for g in sample_duplicates() if ids & set(g.run_ids))
+        got = [r for r in attempts if r.outcome != "skipped"]
+        report = SlotReport(
+            job_name, slot, len(got), len(attempts) - len(got),
+            tuple((r.instance, r.outcome) for r in attempts), status, overlap,  # type: ignore[arg-type]
+        )  # fmt: skip
+        story = SlotStory(
+            job=job_name,
+            slot=slot,
+            ledger="billing",
+            taken_at=FROZEN_NOW,
+            since=since,
+            until=until,
+            attempts=tuple(attempts),
+            outputs=tuple((r.id, f"billed 120 tenants for {slot:%Y-%m}\n") for r in got if r.id),
+            holders=tuple(journal),
+            audit=tuple(sorted((e for e in audit if since <= e.at <= until), key=lambda e: e.at)),
+            alerts=tuple(alerts([report])),
+            duplicates=dupes,
+            status=status,
+            overlap=overlap,
+        )
+        return replace(story, verdict=verdict(story, job_name), events=tuple(events(story)))
 
     def duplicate_summary(self, job: str) -> DuplicateSummary:
         from lockconsole.backends.duplicates import DuplicateSummary
