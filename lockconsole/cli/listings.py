@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from lockconsole.backends.audit import AuditEntry
     from lockconsole.backends.duplicates import DuplicatePage
     from lockconsole.model.jobs import Idempotency, Run
-    from lockconsole.model.views import Alert, Holder, Snapshot
+    from lockconsole.model.views import Alert, Holder, JournalEntry, Snapshot
 
 TEXT_WIDTH = 200  # cells of a message at most in a table (other free text: 64)
 KEY_LEAST = 20  # a lock key keeps this many cells: every int64 key is shown whole
@@ -208,3 +208,53 @@ def table_rows(found: Sequence[dict[str, Any]]) -> Listing:
     columns = tuple(Column(str(n), cut=True) for n in names)
     rows = tuple(Row(tuple("" if v is None else str(v) for v in r.values())) for r in found)
     return Listing("rows", columns, rows, "no rows")
+
+
+JOURNAL_COLUMNS = (
+    Column("HELD"),
+    Column("DATABASE", cut=True, rank=2),
+    Column("KEY", cut=True, least=KEY_LEAST),
+    Column("JOB", cut=True),
+    Column("PID"),
+    Column("SEEN"),
+    Column("AT MOST"),
+    Column("APPLICATION", cut=True, rank=1),
+    Column("CLIENT", cut=True, wide=True, rank=3),
+    Column("USER", cut=True, wide=True, rank=3),
+    Column("MODE", wide=True, rank=4),
+)
+
+
+def journal(
+    entries: Sequence[tuple[str, JournalEntry]], at: datetime, errors: Sequence[tuple[str, str]]
+) -> Listing:
+    """`holders --at`: each holding the journal may have seen then, `held` or `maybe`."""
+
+    def t(value: datetime | None) -> str:
+        return "now" if value is None else stamp(value, zone=False).split(" ")[1]
+
+    rows = []
+    for held, e in entries:
+        last = e.last_seen if e.gone_by is not None else None
+        cells = (
+            held,
+            e.database,
+            e.key,
+            e.job or "-",
+            "-" if e.pid is None else str(e.pid),
+            f"{t(e.first_seen)}–{t(last)}",
+            f"{t(e.earliest)}–{t(e.gone_by)}",
+            e.application or e.locked_by or "-",
+            e.client or "-",
+            e.user or "-",
+            e.mode or "-",
+        )
+        rows.append(Row(cells, None if held == "held" else "yellow"))
+    return Listing(
+        f"holders at {stamp(at, ms=True)} (held: a sample saw it then; maybe: between samples;"
+        " times UTC)",
+        JOURNAL_COLUMNS,
+        tuple(rows),
+        f"no holder in the journal at {stamp(at, ms=True)}",
+        tuple(f"unknown: {db}: {error}" for db, error in errors),
+    )

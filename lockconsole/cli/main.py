@@ -77,6 +77,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from lockconsole.cli import views as cli_views
 
         cli_views.add_parsers(sub)
+        from lockconsole.cli import incidents as cli_incidents
+
+        cli_incidents.add_parsers(sub)
         from lockconsole.cli import controls as cli_controls
 
         cli_controls.add_parsers(sub)

@@ -127,6 +127,21 @@ def csv_cell(value: _T) -> _T | str:
     return value
 
 
+# markdown acts on these (emphasis, code, links, raw HTML, tables, headings, strikethrough);
+# `&` starts an entity (`&lt;` would show as `<`)
+_MARKDOWN = str.maketrans({**{c: "\\" + c for c in "\\`*_{}[]<>|~#"}, "&": "&amp;"})
+
+
+def markdown_cell(text: object, *, table: bool = True) -> str:
+    """Untrusted text inside markdown, read literally: passwords masked, control characters
+    escaped, every character markdown would act on backslash-escaped; in a table cell a line
+    break is shown as \\n, so one row stays one line."""
+    s = redact(text if isinstance(text, str) else str(text)).translate(_MARKDOWN)
+    if table:
+        s = s.replace("\r", "\\r").replace("\n", "\\n")
+    return printable(s)
+
+
 _TSV_BREAKS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
