@@ -228,3 +228,95 @@ def test_mariadb_get_lock_holders_are_journaled(mysql_url, mysql_conn, uid):  # 
             ]
     finally:
         other.close()
+
+
+def test_schedule_samples_the_holders_into_the_journal(own_database, uid, tmp_path, cli_env):  # type: ignore[no-untyped-def]
+    """`lockconsole schedule` is a sampler too: a foreign holder that comes and goes while it
+    runs is journaled (appeared, then closed) by its own thread, every journal_every."""
+    import subprocess
+    import sys
+
+    job = f"billing_{uid}"
+    config = tmp_path / "lockconsole.toml"
+    config.write_text(
+        f'[databases.main]\nurl = "{own_database}"\n[ledger]\njournal_every = "1s"\n'
+        f'[jobs.{job}]\nstrategy = "pg-session"\nschedule = "0 2 * * *"\ncommand = ["true"]\n',
+        encoding="utf-8",
+    )
+    key = int(str(helpers.config_for(own_database, job).job(job).key))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), "schedule", "--for", "60"],
+        env=cli_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with psycopg.connect(own_database, autocommit=True) as conn:
+
+            def journaled(open_mark: object) -> bool:
+                if conn.execute("SELECT to_regclass(%s)", (JOURNAL,)).fetchone() == (None,):
+                    return False
+                found = conn.execute(
+                    f"SELECT count(*) FROM {JOURNAL} WHERE lock_key = %s"
+                    " AND open_mark IS NOT DISTINCT FROM %s",
+                    (str(key), open_mark),
+                ).fetchone()
+                return bool(found and found[0] == 1)
+
+            holder = foreign_holder(own_database, key, "held-while-scheduling")
+            helpers.wait_for(lambda: journaled(1), timeout=30, what="the holder journaled")
+            let_go(own_database, holder)
+            helpers.wait_for(lambda: journaled(None), timeout=30, what="the holding closed")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    (row,) = journal_rows(own_database)
+    assert row[3] == job and row[4] == "held-while-scheduling"
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["serving", "read-only"])
+def test_the_metrics_exporter_is_a_sampler_unless_read_only(
+    own_database, uid, tmp_path, cli_env, read_only
+):  # type: ignore[no-untyped-def]
+    """A serving `lockconsole metrics` journals the holders of each scrape (one sampler for a
+    fleet); with --read-only it writes nothing, not even the table."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    job = f"billing_{uid}"
+    config = tmp_path / "lockconsole.toml"
+    config.write_text(
+        f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "pg-session"\n',
+        encoding="utf-8",
+    )
+    key = int(str(helpers.config_for(own_database, job).job(job).key))
+    holder = foreign_holder(own_database, key, "seen-by-the-exporter")
+    flags = ["--read-only"] if read_only else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lockconsole", "--config", str(config), *flags, "metrics"]
+        + ["--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving metrics on "), line
+        with urllib.request.urlopen(line.split(" on ", 1)[1].strip(), timeout=60) as answer:
+            assert answer.status == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+        holder.close()
+    with psycopg.connect(own_database) as conn:
+        table = conn.execute("SELECT to_regclass(%s)", (JOURNAL,)).fetchone()
+    if read_only:
+        assert table == (None,)
+    else:
+        assert [(r[3], r[4], r[1]) for r in journal_rows(own_database)] == [
+            (job, "seen-by-the-exporter", 1)
+        ]
