@@ -173,6 +173,16 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: P
     kinds = {a["kind"] for a in summary["alerts"]}
     assert {"double_run", "stale_holder", "duplicates"} <= kinds
     assert summary["duplicates"]["groups"] == 120
+    # the demo tells its incident: every attempt, the on-call's psql holder and its release,
+    # the duplicate keys and the verdict
+    story = summary["incident_story"]
+    assert sorted(a["instance"] for a in story["attempts"]) == ["web-1", "web-2", "web-3"]
+    (oncall,) = story["holders"]
+    assert (oncall["application"], oncall["pid"]) == ("psql", 28731)
+    assert [a["action"] for a in story["audit"]] == ["release"]
+    assert len(story["duplicates"]) == 120 and story["status"] == "double_run"
+    assert story["verdict"].startswith("double run: 3 executions on ")
+    assert "psql pid 28731" in summary["incident_story_text"]
 
     deadline = time.monotonic() + DEADLINE
     while (left := _left_behind(state, pids)) and time.monotonic() < deadline:

@@ -106,7 +106,8 @@ class AuditLog:
         self.table = _table(MetaData())
         self._created = False
 
-    def _ensure(self) -> None:
+    def ensure(self) -> None:
+        """Create the audit table if it is missing, and add the job column an older one lacks."""
         if not self._created:
             from sqlalchemy import inspect
 
@@ -129,7 +130,7 @@ class AuditLog:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            self._ensure()
+            self.ensure()
             with self.engine.begin() as conn:
                 result = conn.execute(
                     self.table.insert().values(
@@ -202,7 +203,7 @@ class AuditLog:
                 if not inspect(self.engine).has_table(TABLE):
                     return []  # nothing was ever audited here
             else:
-                self._ensure()
+                self.ensure()
             with self.engine.connect() as conn:
                 rows = conn.execute(query.order_by(t.c.at.desc(), t.c.id.desc()).limit(limit)).all()
         except SQLAlchemyError as exc:

@@ -21,7 +21,9 @@ from lockconsole.demo import BILLING_JOB, INSTANCES
 from lockconsole.demo.fleet import Fleet
 from lockconsole.demo.scenario import Scenario
 from lockconsole.model.jobs import GOT_LOCK, Run
+from lockconsole.model.story import story_dict
 from lockconsole.model.views import SlotReport, Snapshot
+from lockconsole.text.story import story_text
 
 Write = Callable[[str], None]
 
@@ -96,6 +98,7 @@ def collect(scenario: Scenario) -> dict[str, Any]:
         # every attempt of each night, skips included (a slot report names who skipped only
         # when nobody ran): the demo's ledger is small enough to read whole
         attempts = console.history(BILLING_JOB, limit=5000)
+        story = console.story(BILLING_JOB, scenario.incident_slot)  # the incident, told
     nights = sorted((r for r in snap.slots if r.job == BILLING_JOB), key=lambda r: r.slot)
     of_slot: dict[datetime, list[tuple[str, str]]] = {}
     for run in sorted(attempts, key=lambda r: (r.started_at, r.id or 0)):
@@ -134,6 +137,8 @@ def collect(scenario: Scenario) -> dict[str, Any]:
         },
         "alerts": [{"kind": a.kind, "job": a.job, "message": a.message} for a in snap.alerts],
         "errors": dict(snap.errors),
+        "incident_story": story_dict(story),
+        "incident_story_text": story_text(story, None),
     }
 
 
@@ -203,4 +208,7 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["", "alerts:"] + [f"  [{a['kind']}] {a['message']}" for a in summary["alerts"]]
     for name, error in summary["errors"].items():
         lines.append(f"error on {name}: {error}")
+    slot = summary["incident_slot"]
+    lines += ["", f"the story of the incident night (lockconsole story {BILLING_JOB} {slot}):"]
+    lines += summary["incident_story_text"].rstrip("\n").splitlines()
     return "\n".join(lines)

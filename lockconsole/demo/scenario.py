@@ -280,6 +280,7 @@ def _seed(url: str, config: Config, slots: list[datetime]) -> None:
             )
         with Ledger(config.databases[DATABASE]) as ledger:
             _incident(conn, ledger, slots[0])
+            _incident_holder(config, ledger, slots[0], slots[1] - slots[0])
             job = config.job(BILLING_JOB)
             for n, slot in enumerate(slots[1:]):
                 _fixed_night(conn, ledger, slot, n, str(job.key))
@@ -310,6 +311,68 @@ def _incident(conn: _Conn, ledger: Ledger, slot: datetime) -> None:
         done = slot + timedelta(seconds=offset + 2.4)
         _charges(conn, slot, instance, run.id, done, claims=False)
         ledger.finish(run, "succeeded", exit_code=0, message=note, finished_at=done)
+
+
+ONCALL_PID = 28731  # the on-call's psql session on the incident night
+
+
+def _incident_holder(config: Config, ledger: Ledger, slot: datetime, night: timedelta) -> None:
+    """What the holder journal and the audit kept of the incident night: the on-call held lock
+    4242 from psql, believing it kept billing off, but the in-app schedulers took no lock and
+    billed anyway; a console released the session a few seconds after the slot."""
+    from lockconsole.backends.audit import AuditLog
+    from lockconsole.backends.ledger import journal
+    from lockconsole.backends.ledger.schema import JOURNAL_TABLE, schema
+
+    engine = ledger.sa_engine()
+    journal.ensure_journal(engine)
+    # around the slot, in the compressed night's proportions (a 20 s night: 6 s before, 7 s after)
+    seen_after, first, last, released, gone = (
+        slot + night * f for f in (-0.3, -0.2, 0.25, 0.3, 0.35)
+    )
+    row = {
+        "holding": f"demo-incident-{ONCALL_PID}",
+        "open_mark": None,
+        "database_name": DATABASE,
+        "kind": "advisory",
+        "source": "pg_locks",
+        "lock_key": str(BILLING_KEY),
+        "job": BILLING_JOB,
+        "pid": ONCALL_PID,
+        "application": "psql",
+        "client": "10.0.9.4",
+        "username": "oncall",
+        "mode": "ExclusiveLock",
+        "session_start": slot - timedelta(minutes=6),
+        "seen_after": seen_after,
+        "first_seen": first,
+        "last_seen": last,
+        "gone_by": gone,
+        "from_epoch": journal.epoch(seen_after),
+        "held_seconds": journal.epoch(gone) - journal.epoch(seen_after),
+    }
+    with engine.begin() as conn:
+        conn.execute(schema()[0].tables[JOURNAL_TABLE].insert().values(row))
+    audit = AuditLog(config.databases[DATABASE])
+    try:
+        audit.ensure()
+        with audit.engine.begin() as conn:
+            conn.execute(
+                audit.table.insert().values(
+                    at=released,
+                    os_user="oncall",
+                    host="ops-1",
+                    action="release",
+                    database_name=DATABASE,
+                    target=f"pg advisory key {BILLING_KEY} (int64) held by pid {ONCALL_PID} "
+                    f"in database {DATABASE}",
+                    result="released",
+                    message=f"pid {ONCALL_PID} terminated in 11 ms",
+                    job=BILLING_JOB,
+                )
+            )
+    finally:
+        audit.engine.dispose()
 
 
 def _fixed_night(conn: _Conn, ledger: Ledger, slot: datetime, n: int, key: str) -> None:

@@ -18,7 +18,7 @@ def events(story: SlotStory) -> list[StoryEvent]:
     out: list[StoryEvent] = []
     for run in story.attempts:
         took = run.outcome in GOT_LOCK
-        what = "took the lock" if took else f"{run.outcome}: {run.message or 'the lock was held'}"
+        what = "acquired, started the job" if took else f"{run.outcome}: {run.message or 'held'}"
         out.append(StoryEvent(run.started_at, "attempt", run.instance, f"run {run.id}: {what}"))
         if took and run.finished_at is not None:
             code = "" if run.exit_code is None else f", exit {run.exit_code}"
@@ -97,10 +97,20 @@ def verdict(story: SlotStory, job: str) -> str:
 
 
 def story_dict(story: SlotStory) -> dict[str, Any]:
-    """The story as JSON keeps it: every value exact."""
+    """The story as JSON keeps it: every value exact, times as ISO 8601 text."""
     from dataclasses import asdict
 
     data = asdict(story)
     data["unknown"] = [{"part": p, "why": w} for p, w in story.unknown]
     data["outputs"] = [{"run_id": i, "output": o} for i, o in story.outputs]
-    return data
+    return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
