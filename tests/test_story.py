@@ -167,7 +167,7 @@ def test_holders_at_a_moment_between_two_samples(incident):  # type: ignore[no-u
     code, out, err = _cli(config, env, "holders", "--at", later.isoformat(), "--json")
     assert json.loads(out)["holders"] == []
     code, out, err = _cli(
-        config, env, "holders", "--at", seen.isoformat(), "--job", "nightly_billing"
+        config, env, "holders", "--at", seen.isoformat(), "--job", "nightly_billing", "-o", "wide"
     )
     assert code == 0 and "held" in out and "psql" in out, (out, err)
     code, out, err = _cli(config, env, "holders", "--at", "yesterday")
