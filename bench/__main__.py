@@ -31,6 +31,7 @@ FIGURES = (
     "ledger_size",
     "metrics",
     "prune",
+    "journal",
 )
 
 
