@@ -16,10 +16,11 @@ Each instant is placed by a barrier in the runner or by the server, never by a s
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,14 @@ from typing import Any
 
 import pytest
 from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401  (the fixtures)
+from row_locks import (
+    MY_POLL,
+    my_query,
+    my_row_locked,
+    my_writes_waiting,
+    pg_row_locked,
+    pg_writes_waiting,
+)
 
 from lockconsole.model.jobs import Run
 
@@ -50,8 +59,9 @@ class Store:
     ledger_url: str
     lose: Callable[[Run], None]  # the run's holder loses the lock (nobody has it afterwards)
     holder: Callable[[Run], object]  # who holds the job's lock now, seen from elsewhere; None: free
-    ledger_rows: Callable[[int], Any]  # a context: the run's ledger row locked by another session
-    write_waiting: Callable[[], bool]  # a session's UPDATE of the ledger waits for that row lock
+    row_locked: Callable[[int], AbstractContextManager[None]]  # the run's ledger row, locked
+    writes_waiting: Callable[[], int]  # UPDATEs of the ledger that wait for a row lock
+    poll: float = 0.05  # how often writes_waiting may be asked
 
 
 def _pg(url: str) -> Any:
@@ -60,69 +70,13 @@ def _pg(url: str) -> Any:
     return psycopg.connect(url, autocommit=True)
 
 
-def _pg_row_lock(ledger_url: str) -> Callable[[int], Any]:
-    @contextmanager
-    def locked(run_id: int) -> Iterator[None]:
-        import psycopg
-
-        with psycopg.connect(ledger_url) as blocker:
-            blocker.execute("SELECT 1 FROM lockconsole_runs WHERE id = %s FOR UPDATE", (run_id,))
-            try:
-                yield
-            finally:
-                blocker.rollback()
-
-    return locked
-
-
-def _pg_write_waiting(conn: Any) -> Callable[[], bool]:
-    """In the ledger's own database (no other test uses it): an UPDATE that waits for a lock."""
-
-    def waiting() -> bool:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE lockconsole_runs%'"
-        ).fetchone()
-        return bool(row[0])
-
-    return waiting
-
-
-def _my(conn: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn.ping()
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return list(cur.fetchall())
-
-
-def _my_row_lock(url: str) -> Callable[[int], Any]:
-    @contextmanager
-    def locked(run_id: int) -> Iterator[None]:
-        blocker = mysql_connect(url, autocommit=False)
-        try:
-            _my(blocker, "SELECT id FROM lockconsole_runs WHERE id = %s FOR UPDATE", run_id)
-            yield
-        finally:
-            blocker.rollback()
-            blocker.close()
-
-    return locked
-
-
-def _my_write_waiting(conn: Any) -> Callable[[], bool]:
-    """In the test's own MariaDB database: an UPDATE of the ledger that waits for a row lock."""
-
-    def waiting() -> bool:
-        rows = _my(
-            conn,
-            "SELECT id FROM information_schema.processlist WHERE db = DATABASE() "
-            "AND info LIKE 'UPDATE lockconsole_runs%%' AND id <> CONNECTION_ID() "
-            "AND id IN (SELECT trx_mysql_thread_id FROM information_schema.innodb_trx "
-            "WHERE trx_state = 'LOCK WAIT')",
-        )
-        return bool(rows)
-
-    return waiting
+def _pg_ledger(request: pytest.FixtureRequest, ledger_url: str) -> dict[str, Any]:
+    conn = _pg(ledger_url)
+    request.addfinalizer(conn.close)
+    return {
+        "row_locked": functools.partial(pg_row_locked, ledger_url),
+        "writes_waiting": functools.partial(pg_writes_waiting, conn),
+    }
 
 
 def _lease_mariadb(request: pytest.FixtureRequest, uid: str) -> Store:
@@ -132,16 +86,20 @@ def _lease_mariadb(request: pytest.FixtureRequest, uid: str) -> Store:
     table = f"lease_{uid}"
 
     def lose(run: Run) -> None:
-        _my(conn, f"UPDATE {table} SET lock_until = locked_at WHERE locked_by = %s", run.instance)
+        my_query(
+            conn, f"UPDATE {table} SET lock_until = locked_at WHERE locked_by = %s", run.instance
+        )
 
     def holder(run: Run) -> object:
-        rows = _my(
+        rows = my_query(
             conn,
             f"SELECT locked_by, fencing_token FROM {table} WHERE lock_until > UTC_TIMESTAMP(3)",
         )
         return rows[0] if rows else None
 
-    return Store("lease", url, url, lose, holder, _my_row_lock(url), _my_write_waiting(conn))
+    row_locked = functools.partial(my_row_locked, url)
+    waiting = functools.partial(my_writes_waiting, conn)
+    return Store("lease", url, url, lose, holder, row_locked, waiting, poll=MY_POLL)
 
 
 def _lease_sqlite(request: pytest.FixtureRequest, uid: str, ledger_url: str | None) -> Store:
@@ -162,15 +120,11 @@ def _lease_sqlite(request: pytest.FixtureRequest, uid: str, ledger_url: str | No
             return conn.execute(sql, (now,)).fetchone()
 
     if ledger_url is None:  # the ledger in the lease's file: no other session to block its row
-        return Store("lease", url, url, lose, holder, _unused, lambda: False)
-    conn = _pg(ledger_url)
-    request.addfinalizer(conn.close)
-    return Store(
-        "lease", url, ledger_url, lose, holder, _pg_row_lock(ledger_url), _pg_write_waiting(conn)
-    )
+        return Store("lease", url, url, lose, holder, _unused, lambda: 0)
+    return Store("lease", url, ledger_url, lose, holder, **_pg_ledger(request, ledger_url))
 
 
-def _unused(run_id: int) -> Any:
+def _unused(run_id: int) -> AbstractContextManager[None]:
     raise AssertionError("this case has no ledger row to lock from another session")
 
 
@@ -181,8 +135,6 @@ def _redis(request: pytest.FixtureRequest, uid: str, job: str, ledger_url: str) 
     client = redis.Redis.from_url(url)
     request.addfinalizer(client.close)
     key = f"lc:{uid}:{job}"  # the job's key is its name, under the case's redis_prefix
-    conn = _pg(ledger_url)
-    request.addfinalizer(conn.close)
 
     def lose(run: Run) -> None:
         assert client.delete(key) == 1
@@ -190,17 +142,13 @@ def _redis(request: pytest.FixtureRequest, uid: str, job: str, ledger_url: str) 
     def holder(run: Run) -> object:
         return client.get(key)  # ShedLock's value: when and by which host it was taken
 
-    return Store(
-        "redis", url, ledger_url, lose, holder, _pg_row_lock(ledger_url), _pg_write_waiting(conn)
-    )
+    return Store("redis", url, ledger_url, lose, holder, **_pg_ledger(request, ledger_url))
 
 
 def _advisory(request: pytest.FixtureRequest, strategy: str, ledger_url: str) -> Store:
     url = str(request.getfixturevalue("pg_url"))
     conn = _pg(url)
     request.addfinalizer(conn.close)
-    ledger = _pg(ledger_url)
-    request.addfinalizer(ledger.close)
 
     def lose(run: Run) -> None:
         sql = "SELECT pg_terminate_backend(%s, 5000)"
@@ -213,9 +161,7 @@ def _advisory(request: pytest.FixtureRequest, strategy: str, ledger_url: str) ->
         ).fetchone()
         return None if row is None else row[0]
 
-    return Store(
-        strategy, url, ledger_url, lose, holder, _pg_row_lock(ledger_url), _pg_write_waiting(ledger)
-    )
+    return Store(strategy, url, ledger_url, lose, holder, **_pg_ledger(request, ledger_url))
 
 
 def _store(request: pytest.FixtureRequest, case: str, uid: str) -> Store:
@@ -333,10 +279,9 @@ def test_the_lock_is_held_while_the_outcome_is_written(
     assert run.id is not None
     before = store.holder(run)
     assert before is not None, "the runner holds its lock while its job runs"
-    with store.ledger_rows(run.id):
+    with store.row_locked(run.id):
         barrier.release(BEFORE_CHECK)
-        # every 0.2 s: InnoDB refreshes innodb_trx only when it was not read for 0.1 s
-        wait_for(store.write_waiting, what="the outcome's write waiting", interval=0.2)
+        wait_for(store.writes_waiting, what="the outcome's write waiting", interval=store.poll)
         during = store.holder(run)
         still_open = [r.outcome for r in runs_of(config, job)]
     assert still_open == ["acquired"], "the outcome is not written while its row is locked"
