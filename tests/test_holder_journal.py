@@ -320,3 +320,31 @@ def test_the_metrics_exporter_is_a_sampler_unless_read_only(
         assert [(r[3], r[4], r[1]) for r in journal_rows(own_database)] == [
             (job, "seen-by-the-exporter", 1)
         ]
+
+
+def test_a_sqlite_ledger_keeps_the_journal(own_database, uid, tmp_path):  # type: ignore[no-untyped-def]
+    """With `ledger_database` a SQLite file, the holders of PostgreSQL are journaled there."""
+    from lockconsole.config.loader import parse_config
+
+    job = f"billing_{uid}"
+    config = parse_config(
+        f'[lockconsole]\nledger_database = "ledger"\n[databases.main]\nurl = "{own_database}"\n'
+        f'[databases.ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\n'
+        f'[jobs.{job}]\ndatabase = "main"\nstrategy = "pg-session"\n'
+    )
+    key = int(str(config.job(job).key))
+    with Console(config, journal=True) as console:
+        console.snapshot(duplicates=False)
+        holder = foreign_holder(own_database, key, "seen-into-sqlite")
+        seen = console.snapshot(duplicates=False)
+        again = console.snapshot(duplicates=False)  # the same holders: nothing to write
+        let_go(own_database, holder)
+        gone = console.snapshot(duplicates=False)
+        engine = console.connections.ledger("ledger").sa_engine()
+        (entry,) = store.held_at(engine, seen.taken_at)
+    assert (entry.application, entry.job, entry.first_seen) == (
+        "seen-into-sqlite",
+        job,
+        seen.taken_at,
+    )
+    assert (entry.last_seen, entry.gone_by) == (again.taken_at, gone.taken_at)

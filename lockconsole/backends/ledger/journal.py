@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockconsole.backends.ledger.schema import JOURNAL_TABLE, schema
-from lockconsole.backends.ledger.times import from_db
+from lockconsole.backends.ledger.times import from_db, to_db
 from lockconsole.model.views import Holder, JournalEntry
 
 # Holdings closed after at most this long are found by `held_at` through the index on their
@@ -90,7 +90,6 @@ def _row(holder: Holder, holding: str, seen_after: datetime | None, first: datet
     earliest = seen_after or h.held_since or h.backend_start or first
     return {
         "holding": holding,
-        "open_mark": 1,
         "database_name": _cut(h.database, 128),
         "kind": h.kind,
         "source": _cut(h.source, 64),
@@ -121,13 +120,20 @@ def has_journal(engine: Any) -> bool:
     return bool(inspect(engine).has_table(JOURNAL_TABLE))
 
 
+_ROW_FIELDS = (
+    "holding", "database_name", "kind", "source", "lock_key", "job", "pid", "application",
+    "client", "username", "mode", "locked_by", "session_start", "seen_after", "first_seen",
+    "from_epoch",
+)  # fmt: skip
+_TIME_FIELDS = ("session_start", "seen_after", "first_seen")
+
+
 def record(engine: Any, appeared: Iterable[Appeared], gone: Iterable[Gone]) -> dict[str, datetime]:
     """Write one sample's transitions in one transaction; the journal's first_seen of every
-    holding that appeared (another sampler may have seen it first)."""
-    from sqlalchemy import func, update
+    holding that appeared (another sampler may have seen it first). The statements' texts do
+    not depend on how many rows they carry: each is parsed once, whatever the churn."""
+    from lockconsole.backends import sqlfiles
 
-    metadata, _ = schema()
-    table = metadata.tables[JOURNAL_TABLE]
     rows: dict[str, dict] = {}
     for sample in appeared:
         for holder in sample.holders:
@@ -135,85 +141,61 @@ def record(engine: Any, appeared: Iterable[Appeared], gone: Iterable[Gone]) -> d
             rows.setdefault(holding, _row(holder, holding, sample.seen_after, sample.first_seen))
     # one order for every sampler (rows are locked in it): two samplers writing the same
     # holdings at once wait for each other instead of deadlocking
-    rows = dict(sorted(rows.items()))
-    closes = []
-    for batch in gone:
-        if batch.holdings:
-            closes.append(
-                update(table)
-                .where(table.c.open_mark == 1, table.c.holding.in_(sorted(batch.holdings)))
-                .values(
-                    open_mark=None,
-                    last_seen=table.c.first_seen if batch.last_seen is None else batch.last_seen,
-                    gone_by=batch.gone_by,
-                    held_seconds=epoch(batch.gone_by) - table.c.from_epoch,
-                )
-            )
-    dialect = engine.dialect.name
-    least = func.least if dialect != "sqlite" else func.min
-    first: dict[str, datetime] = {}
+    new = [rows[h] for h in sorted(rows)]
+    closes = [g for g in gone if g.holdings]
+    dialect = "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name
+    found: list[Any] = []
     with engine.begin() as conn:
-        if rows and dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            ins = pg_insert(table).values(list(rows.values()))
-            upsert = ins.on_conflict_do_update(
-                constraint="uq_lockconsole_journal_open",
-                set_=_keep_earliest(table, ins.excluded, least),
-            ).returning(table.c.holding, table.c.first_seen)
-            for close in closes:  # in the upsert's own statement
-                upsert = upsert.add_cte(close.cte())
-            found = list(conn.execute(upsert).all())
+        if dialect == "postgresql":
+            if new or closes:
+                params = _columns(new)
+                params.update(_gone_columns(closes))
+                found = list(conn.exec_driver_sql(sqlfiles.load("record_journal", dialect), params))
         else:
-            for close in closes:
-                conn.execute(close)
-            found = []
-            if rows:
-                found = _upsert_elsewhere(conn, table, list(rows.values()), dialect, least)
-    for holding, seen in found:
-        first[holding] = from_db(seen)  # type: ignore[assignment]
-    return first
+            for batch in closes:
+                common = {
+                    "last_seen": to_db(batch.last_seen, dialect),
+                    "gone_by": to_db(batch.gone_by, dialect),
+                    "gone_epoch": epoch(batch.gone_by),
+                }
+                close = sqlfiles.load("close_journal", dialect)
+                if dialect == "mysql":
+                    conn.exec_driver_sql(
+                        close, {**common, "holdings": tuple(sorted(batch.holdings))}
+                    )
+                else:
+                    each = [{**common, "holding": h} for h in sorted(batch.holdings)]
+                    conn.exec_driver_sql(close, each)
+            if new:
+                stored = [{k: to_db(v, dialect) if k in _TIME_FIELDS else v for k, v in r.items()}
+                          for r in new]  # fmt: skip
+                conn.exec_driver_sql(sqlfiles.load("upsert_journal", dialect), stored)
+                select = sqlfiles.load("select_journal_first_seen", dialect)
+                if dialect == "mysql":
+                    found = list(conn.exec_driver_sql(select, {"holdings": tuple(rows)}))
+                else:
+                    for holding in rows:
+                        found += list(conn.exec_driver_sql(select, {"holding": holding}))
+    return {holding: from_db(seen) for holding, seen in found}  # type: ignore[misc]
 
 
-def _keep_earliest(table: Any, new: Any, least: Any) -> dict[str, Any]:
-    """An appearance another sampler already wrote keeps the earliest sighting of the two."""
-    from sqlalchemy import case
-
-    earlier = new.first_seen < table.c.first_seen
-    return {
-        "seen_after": case((earlier, new.seen_after), else_=table.c.seen_after),
-        "first_seen": least(table.c.first_seen, new.first_seen),
-        "from_epoch": least(table.c.from_epoch, new.from_epoch),
-    }
+def _columns(rows: list[dict]) -> dict[str, list]:
+    """The rows as one array per column (PostgreSQL's unnest)."""
+    return {f: [r[f] for r in rows] for f in _ROW_FIELDS}
 
 
-def _upsert_elsewhere(conn: Any, table: Any, rows: list[dict], dialect: str, least: Any) -> list:
-    from sqlalchemy import select
-
-    if dialect == "mysql":
-        from sqlalchemy.dialects.mysql import insert as my_insert
-
-        ins = my_insert(table).values(rows)
-        new = ins.inserted
-        conn.execute(ins.on_duplicate_key_update(
-            # seen_after first: it compares the first_seen this statement has not changed yet
-            [(k, v) for k, v in _keep_earliest(table, new, least).items()]
-        ))  # fmt: skip
-    else:
-        from sqlalchemy.dialects.sqlite import insert as lite_insert
-
-        lite = lite_insert(table).values(rows)
-        conn.execute(
-            lite.on_conflict_do_update(
-                index_elements=["holding", "open_mark"],
-                set_=_keep_earliest(table, lite.excluded, least),
-            )
-        )
-    holdings = [r["holding"] for r in rows]
-    query = select(table.c.holding, table.c.first_seen).where(
-        table.c.open_mark == 1, table.c.holding.in_(holdings)
-    )
-    return list(conn.execute(query).all())
+def _gone_columns(batches: list[Gone]) -> dict[str, list]:
+    holding: list[str] = []
+    last: list[datetime | None] = []
+    by: list[datetime] = []
+    at: list[float] = []
+    for batch in batches:
+        for h in sorted(batch.holdings):
+            holding.append(h)
+            last.append(batch.last_seen)
+            by.append(batch.gone_by)
+            at.append(epoch(batch.gone_by))
+    return {"gone_holding": holding, "gone_last": last, "gone_by": by, "gone_epoch": at}
 
 
 def open_holdings(engine: Any, database: str) -> set[str]:
@@ -225,21 +207,6 @@ def open_holdings(engine: Any, database: str) -> set[str]:
     query = select(t.c.holding).where(t.c.open_mark == 1, t.c.database_name == database[:128])
     with engine.connect() as conn:
         return {row[0] for row in conn.execute(query)}
-
-
-def open_first_seen(engine: Any, holdings: Sequence[str]) -> dict[str, datetime]:
-    """The journal's first_seen of those holdings that are open in it."""
-    from sqlalchemy import select
-
-    if not holdings:
-        return {}
-    metadata, _ = schema()
-    table = metadata.tables[JOURNAL_TABLE]
-    query = select(table.c.holding, table.c.first_seen).where(
-        table.c.open_mark == 1, table.c.holding.in_(list(holdings))
-    )
-    with engine.connect() as conn:
-        return {h: from_db(s) for h, s in conn.execute(query).all()}  # type: ignore[misc]
 
 
 def held_at(
