@@ -124,7 +124,7 @@ def test_run_holds_one_connection_on_mariadb(mysql_url, uid, write_config, cli_e
         admin.close()
 
 
-def test_schedule_holds_one_request_connection_and_one_listen(
+def test_schedule_holds_a_request_connection_a_listen_and_its_journal_sampler(
     own_pg, uid, write_config, cli_env, tmp_path
 ):  # type: ignore[no-untyped-def]
     command, started, go = waiter_job(tmp_path, "wait")
@@ -134,9 +134,15 @@ def test_schedule_holds_one_request_connection_and_one_listen(
     )
     proc = start(config, "schedule", "--instance", "s1", env=cli_env)
     try:
-        # idle: the request server's ledger connection and its LISTEN, nothing else (the
-        # ledger tables are made on a fresh database on the way: that connection must not stay)
-        idle = ["lockconsole:requests", "lockconsole:requests"]
+        # idle: the request server's ledger connection and its LISTEN, and the holder
+        # journal's sampler (its holders read and its journal write), nothing else (the ledger
+        # tables are made on a fresh database on the way: that connection must not stay)
+        idle = [
+            "lockconsole:console",
+            "lockconsole:journal",
+            "lockconsole:requests",
+            "lockconsole:requests",
+        ]
         eventually(lambda: pg_sessions(own_pg) == idle, timeout=60)
         done = subprocess.run(
             [sys.executable, "-m", "lockconsole", "--config", str(config),
@@ -149,9 +155,9 @@ def test_schedule_holds_one_request_connection_and_one_listen(
         # on the request server's own connection
         sessions = pg_sessions(own_pg)
         assert sessions.count("lockconsole:requests") == 2, sessions
-        assert len(sessions) == 3, sessions
+        assert len(sessions) == 5, sessions
         go.touch()
-        eventually(lambda: len(pg_sessions(own_pg)) == 2, timeout=60)
+        eventually(lambda: len(pg_sessions(own_pg)) == 4, timeout=60)
         assert pg_sessions(own_pg) == idle  # the attempt's connection closed with it
     finally:
         go.touch()
