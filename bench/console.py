@@ -59,9 +59,9 @@ def _churned(holders: list[Any], round_no: int) -> list[Any]:
 async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
+    from lockconsole.tui.pane_models import build_panes
     from lockconsole.tui.sample_console import SampleConsole
     from lockconsole.tui.state import carry_over
-    from lockconsole.tui.widgets.holder_rows import layout
     from lockconsole.tui.widgets.holders import HoldersView
 
     facade = SampleConsole(holders=holders)
@@ -79,7 +79,11 @@ async def _console(holders: list[Any]) -> dict[str, Any]:
             previous = app.snapshot
             fresh = replace(facade.snapshot(), holders=tuple(holder_list))
             merged = carry_over(previous, fresh, facade.config)  # the worker's part
-            rows = layout(merged.holders, app.group_by, app.text_filter)  # type: ignore[arg-type]
+            board = app.dashboard
+            rows = build_panes(
+                merged, board.pane_view(), app.clock(), older=board.older_runs(),
+                previous=board.panes,
+            )  # fmt: skip
             painted = view.painted
             t0, w0 = time.thread_time(), time.perf_counter()
             app.post_message(SnapshotLoaded(merged, rows, 0.0))

@@ -84,9 +84,9 @@ def _fleet(minutes_on: int = 0) -> Any:
 async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
+    from lockconsole.tui.pane_models import build_panes
     from lockconsole.tui.panes import prepared
     from lockconsole.tui.sample_console import SampleConsole
-    from lockconsole.tui.widgets.holder_rows import layout
 
     facade = SampleConsole()
     facade.set_snapshot(snapshots[0])
@@ -96,8 +96,14 @@ async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
         await pilot.pause()
 
         async def refresh(snap: Any) -> float:
-            rows = layout(snap.holders, app.group_by, app.text_filter)  # type: ignore[arg-type]
-            prepared(snap)  # the refresh worker's part (tui.state.carry_over), off the UI thread
+            # the refresh worker's part (tui.state.carry_over, then the panes laid out), off
+            # the UI thread
+            prepared(snap)
+            board = app.dashboard
+            rows = build_panes(
+                snap, board.pane_view(), app.clock(), older=board.older_runs(),
+                previous=board.panes,
+            )  # fmt: skip
             t0 = time.thread_time()
             app.post_message(SnapshotLoaded(snap, rows, 0.0))
             await pilot.pause()
