@@ -241,4 +241,4 @@ async def test_table_columns_grow_and_shrink_with_the_data_on_refresh() -> None:
         console.set_snapshot(snap)
         app.refresh_now()
         await settle(app, pilot)
-        assert jobs.columns["NEXT"].content_width == before  # type: ignore[index]
+        assert jobs.widths[3] == before

@@ -53,9 +53,9 @@ def cell_segments(cell: Text, width: int) -> list[Segment]:
             cell = Text(fit(cell.plain, width), style=cell.style)
     plain = cell.plain
     base = Style.parse(cell.style) if isinstance(cell.style, str) else cell.style
-    pad = " " * (width - cell_len(plain))
+    pad = " " * (width - cell_len(plain))  # the row's style, not the cell's (reverse video)
     if not cell.spans:
-        return [Segment(plain + pad, base)]
+        return [Segment(plain, base), Segment(pad)] if pad else [Segment(plain, base)]
     cuts = sorted({0, len(plain), *(s.start for s in cell.spans), *(s.end for s in cell.spans)})
     out = []
     for start, end in zip(cuts, cuts[1:], strict=False):
@@ -68,7 +68,7 @@ def cell_segments(cell: Text, width: int) -> list[Segment]:
                 style = style + (Style.parse(extra) if isinstance(extra, str) else extra)
         out.append(Segment(plain[start:end], style))
     if pad:
-        out.append(Segment(pad, base))
+        out.append(Segment(pad))
     return out
 
 
@@ -89,14 +89,21 @@ class PaneTable(ScrollView, can_focus=True):
     COMPONENT_CLASSES = {
         "pane-table--header",
         "pane-table--even-row",
+        "pane-table--odd-row",
+        "pane-table--fixed",
         "pane-table--cursor",
+        "pane-table--fixed-cursor",
     }
+    # the stock DataTable's look: its colours, stripes, fixed columns and cursor
     DEFAULT_CSS = """
     PaneTable { background: $surface; color: $foreground; }
     PaneTable:focus { background-tint: $foreground 5%; }
     PaneTable > .pane-table--header { text-style: bold; background: $panel; color: $foreground; }
+    PaneTable:focus > .pane-table--header { background-tint: $foreground 5%; }
+    PaneTable:ansi > .pane-table--header { background: ansi_bright_blue; color: ansi_default; }
     PaneTable > .pane-table--even-row { background: $surface-lighten-1 50%; }
     PaneTable:dark > .pane-table--even-row { background: $surface-darken-1 40%; }
+    PaneTable > .pane-table--fixed { background: $secondary-muted; color: $foreground; }
     PaneTable > .pane-table--cursor {
         background: $block-cursor-blurred-background;
         color: $block-cursor-blurred-foreground;
@@ -106,6 +113,14 @@ class PaneTable(ScrollView, can_focus=True):
         background: $block-cursor-background;
         color: $block-cursor-foreground;
         text-style: $block-cursor-text-style;
+    }
+    PaneTable > .pane-table--fixed-cursor {
+        background: $block-cursor-blurred-background;
+        color: $foreground;
+    }
+    PaneTable:focus > .pane-table--fixed-cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
     }
     """
 
@@ -332,12 +347,20 @@ class PaneTable(ScrollView, can_focus=True):
         self._styles.clear()
 
     def _style(self, name: str) -> Style:
+        """A part's style under its cells (`cursor…`: over them, as the stock table does)."""
         style = self._styles.get(name)
         if style is None:
-            base = self.rich_style
-            if name:
-                base += self.get_component_rich_style(f"pane-table--{name}", partial=True)
-            self._styles[name] = style = base
+            if name == "cursor":
+                style = self.get_component_rich_style("pane-table--cursor")
+            elif name == "fixed-cursor":
+                style = self._style("cursor") + self.get_component_rich_style(
+                    "pane-table--fixed-cursor"
+                )
+            elif name:
+                style = self.get_component_styles(f"pane-table--{name}").rich_style
+            else:
+                style = self.rich_style
+            self._styles[name] = style
         return style
 
     def _line(self, cells: Sequence[Text]) -> Strip:
@@ -362,6 +385,7 @@ class PaneTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         self.painted += 1
         width = self.scrollable_content_region.width
+        cursor = False
         if y == 0:
             line, name = self._header_line(), "header"
         else:
@@ -376,11 +400,26 @@ class PaneTable(ScrollView, can_focus=True):
             else:
                 line = self._line(cells)
                 self._lines[row.key] = (cells, line)
-            name = "cursor" if index == self.cursor_row else ("" if index % 2 else "even-row")
+            name = "odd-row" if index % 2 else "even-row"
+            cursor = index == self.cursor_row
         style = self._style(name)
         fixed = min(self.fixed_width, width)
         scroll_x = round(self.scroll_x)
         # the identifying columns stay; the rest scrolls sideways behind them
-        left = line.crop(0, fixed)
-        right = line.crop(fixed + scroll_x, fixed + scroll_x + width - fixed)
-        return Strip.join([left, right]).apply_style(style).extend_cell_length(width, style)
+        left = _styled(line.crop(0, fixed), style if y == 0 else self._style("fixed"))
+        right = _styled(line.crop(fixed + scroll_x, fixed + scroll_x + width - fixed), style)
+        if cursor:  # the cursor's colours over the cells' own, as the stock table paints it
+            left = _over(left, self._style("fixed-cursor"))
+            right = _over(right, self._style("cursor"))
+            style = style + self._style("cursor")
+        return Strip.join([left, right]).extend_cell_length(width, style)
+
+
+def _styled(strip: Strip, style: Style) -> Strip:
+    return strip.apply_style(style)
+
+
+def _over(strip: Strip, style: Style) -> Strip:
+    """`style`'s colours over every segment, its other attributes under them."""
+    post = Style(color=style.color, bgcolor=style.bgcolor)
+    return Strip(Segment.apply_style(iter(strip), style, post), strip.cell_length)
