@@ -291,3 +291,23 @@ async def test_a_real_fleet_ledger_scrolls_filters_and_pages_back(own_database: 
             await pilot.press("end")
             oldest = plain(history.get_row_at(history.row_count - 1))
             assert oldest[1] == "fleet_150", oldest
+
+
+@sync
+async def test_a_click_moves_the_cursor_and_a_second_click_describes_the_row() -> None:
+    from lockconsole.tui.screens.describe import JobScreen
+
+    app = LockConsoleApp(SampleConsole(), clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await first_data(app, pilot)
+        jobs = app.query_one("#jobs", PaneTable)
+        # the pane's top border, the heading, then the rows: the third row is 4 lines down
+        await pilot.click("#jobs", offset=(2, 4))
+        await pilot.pause()
+        assert jobs.cursor_row == 2 and jobs.has_focus
+        wanted = jobs.selected_key
+        await pilot.click("#jobs", offset=(2, 4))
+        await until(pilot, lambda: isinstance(app.screen, JobScreen), what="the job described")
+        assert wanted is not None and wanted in str(
+            app.screen.query_one("#describe-title").render()
+        )
