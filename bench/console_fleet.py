@@ -84,8 +84,6 @@ def _fleet(minutes_on: int = 0) -> Any:
 async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.pane_models import build_panes
-    from lockconsole.tui.panes import prepared
     from lockconsole.tui.sample_console import SampleConsole
 
     facade = SampleConsole()
@@ -96,14 +94,12 @@ async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
         await pilot.pause()
 
         async def refresh(snap: Any) -> float:
-            # the refresh worker's part (tui.state.carry_over, then the panes laid out), off
-            # the UI thread
-            prepared(snap)
+            # the refresh worker's part (LockConsoleApp.prepare: the snapshot's indexes, the
+            # panes laid out, the collector settled), off the UI thread
             board = app.dashboard
-            rows = build_panes(
-                snap, board.pane_view(), app.clock(), older=board.older_runs(),
-                previous=board.panes,
-            )  # fmt: skip
+            snap, rows = app.prepare(
+                snap, app.snapshot, board.pane_view(), board.older_runs(), board.panes
+            )
             t0 = time.thread_time()
             app.post_message(SnapshotLoaded(snap, rows, 0.0))
             await pilot.pause()

@@ -35,6 +35,7 @@ from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import app_bindings
+from lockconsole.tui.collector import Collector
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
@@ -92,6 +93,7 @@ class LockConsoleApp(App[int]):
         self._alerts_seen: set[tuple[object, ...]] = set()
         self._trigger_run: tuple[str, Stop] | None = None  # what quitting must ask about
         self._quit_when_done = False
+        self.collector = Collector()  # the snapshots left out of full collections
 
     # --- screens ----------------------------------------------------------------------
 
@@ -152,9 +154,27 @@ class LockConsoleApp(App[int]):
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
+        merged, panes = self.prepare(fresh, previous, view, older, on_screen)
+        self.post_message(SnapshotLoaded(merged, panes, took))
+
+    def prepare(
+        self,
+        fresh: Snapshot,
+        previous: Snapshot | None,
+        view: PaneView,
+        older: list[Run],
+        on_screen: Panes | None,
+    ) -> tuple[Snapshot, Panes]:
+        """What the refresh worker makes of a snapshot read, off the UI thread: the last good
+        data of failed databases put back, the panes laid out, and the objects alive left out
+        of the collector's full walks (`collector.py`)."""
         merged = carry_over(previous, fresh, self.facade.config)
         panes = build_panes(merged, view, self.clock(), older=older, previous=on_screen)
-        self.post_message(SnapshotLoaded(merged, panes, took))
+        self.collector.settle()
+        return merged, panes
+
+    def on_unmount(self) -> None:
+        self.collector.release()
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         if not self.dashboard.is_attached or not self.dashboard.children:

@@ -311,3 +311,45 @@ async def test_a_click_moves_the_cursor_and_a_second_click_describes_the_row() -
         assert wanted is not None and wanted in str(
             app.screen.query_one("#describe-title").render()
         )
+
+
+def test_the_collector_freezes_each_refresh_and_gives_all_back_every_interval() -> None:
+    import gc
+
+    from lockconsole.tui.collector import Collector
+
+    now = [0.0]
+    collector = Collector(every=600, clock=lambda: now[0])
+    try:
+        collector.settle()
+        assert gc.get_freeze_count() > 0, "what is alive after a refresh is left out"
+        now[0] = 599
+        collector.settle()
+        assert gc.get_freeze_count() > 0
+        now[0] = 600
+        collector.settle()
+        assert gc.get_freeze_count() == 0, "every interval, everything is walked once again"
+        collector.settle()
+        assert gc.get_freeze_count() > 0
+        collector.release()
+        assert gc.get_freeze_count() == 0
+        collector.settle()
+        assert gc.get_freeze_count() == 0, "released: it freezes no more"
+    finally:
+        gc.unfreeze()
+
+
+@sync
+async def test_the_console_leaves_its_snapshots_out_of_full_collections_until_it_exits() -> None:
+    import gc
+
+    console = SampleConsole()
+    console.set_snapshot(fleet())
+    app = LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        assert gc.get_freeze_count() > 0
+        app.refresh_now()
+        await settle(app, pilot)
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0, "given back to the collector when the console exits"
