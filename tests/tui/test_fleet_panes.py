@@ -353,3 +353,22 @@ async def test_the_console_leaves_its_snapshots_out_of_full_collections_until_it
         await settle(app, pilot)
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0, "given back to the collector when the console exits"
+
+
+@sync
+async def test_a_filter_that_keeps_fewer_rows_of_the_same_widths_shortens_the_scroll() -> None:
+    console = SampleConsole()
+    console.set_snapshot(fleet())
+    app = LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_data(app, pilot)
+        jobs = app.query_one("#jobs", PaneTable)
+        await pilot.press("1", "end")
+        assert jobs.scroll_y > 0 and jobs.virtual_size.height == JOBS + 1
+        widths = list(jobs.widths)
+        await pilot.press("slash", *"fleet_19", "enter")
+        await until(pilot, lambda: jobs.row_count == 10, what="ten jobs left")
+        await pilot.pause()
+        assert jobs.widths == widths, "the same widths: only the rows changed"
+        assert jobs.virtual_size.height == 11 and jobs.max_scroll_y == 0
+        assert jobs.selected_key is not None and jobs.selected_key.startswith("fleet_19")

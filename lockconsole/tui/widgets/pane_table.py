@@ -167,6 +167,8 @@ class PaneTable(ScrollView, can_focus=True):
         if list(model.widths) != self.widths or model.sort != old.sort:
             self.widths = list(model.widths)
             self._geometry()
+        elif len(model.rows) != len(old.rows):
+            self.virtual_size = Size(self.line_width, len(model.rows) + 1)
         if on_first:
             self.cursor_row = 0
             self.scroll_to(y=0, animate=False, immediate=True)
@@ -406,17 +408,13 @@ class PaneTable(ScrollView, can_focus=True):
         fixed = min(self.fixed_width, width)
         scroll_x = round(self.scroll_x)
         # the identifying columns stay; the rest scrolls sideways behind them
-        left = _styled(line.crop(0, fixed), style if y == 0 else self._style("fixed"))
-        right = _styled(line.crop(fixed + scroll_x, fixed + scroll_x + width - fixed), style)
+        left = line.crop(0, fixed).apply_style(style if y == 0 else self._style("fixed"))
+        right = line.crop(fixed + scroll_x, fixed + scroll_x + width - fixed).apply_style(style)
         if cursor:  # the cursor's colours over the cells' own, as the stock table paints it
             left = _over(left, self._style("fixed-cursor"))
             right = _over(right, self._style("cursor"))
             style = style + self._style("cursor")
         return Strip.join([left, right]).extend_cell_length(width, style)
-
-
-def _styled(strip: Strip, style: Style) -> Strip:
-    return strip.apply_style(style)
 
 
 def _over(strip: Strip, style: Style) -> Strip:
