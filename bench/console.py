@@ -60,8 +60,6 @@ async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
     from lockconsole.tui.sample_console import SampleConsole
-    from lockconsole.tui.state import carry_over
-    from lockconsole.tui.widgets.holder_rows import layout
     from lockconsole.tui.widgets.holders import HoldersView
 
     facade = SampleConsole(holders=holders)
@@ -78,8 +76,10 @@ async def _console(holders: list[Any]) -> dict[str, Any]:
         async def refresh(holder_list: list[Any]) -> tuple[float, int]:
             previous = app.snapshot
             fresh = replace(facade.snapshot(), holders=tuple(holder_list))
-            merged = carry_over(previous, fresh, facade.config)  # the worker's part
-            rows = layout(merged.holders, app.group_by, app.text_filter)  # type: ignore[arg-type]
+            board = app.dashboard  # the worker's part (LockConsoleApp.prepare)
+            merged, rows = app.prepare(
+                fresh, previous, board.pane_view(), board.older_runs(), board.panes
+            )
             painted = view.painted
             t0, w0 = time.thread_time(), time.perf_counter()
             app.post_message(SnapshotLoaded(merged, rows, 0.0))

@@ -84,9 +84,7 @@ def _fleet(minutes_on: int = 0) -> Any:
 async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.panes import prepared
     from lockconsole.tui.sample_console import SampleConsole
-    from lockconsole.tui.widgets.holder_rows import layout
 
     facade = SampleConsole()
     facade.set_snapshot(snapshots[0])
@@ -96,8 +94,12 @@ async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
         await pilot.pause()
 
         async def refresh(snap: Any) -> float:
-            rows = layout(snap.holders, app.group_by, app.text_filter)  # type: ignore[arg-type]
-            prepared(snap)  # the refresh worker's part (tui.state.carry_over), off the UI thread
+            # the refresh worker's part (LockConsoleApp.prepare: the snapshot's indexes, the
+            # panes laid out, the collector settled), off the UI thread
+            board = app.dashboard
+            snap, rows = app.prepare(
+                snap, app.snapshot, board.pane_view(), board.older_runs(), board.panes
+            )
             t0 = time.thread_time()
             app.post_message(SnapshotLoaded(snap, rows, 0.0))
             await pilot.pause()

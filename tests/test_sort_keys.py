@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from lockconsole.text import times
 from lockconsole.tui.widgets.sort_keys import cell_key
-from lockconsole.tui.widgets.tables import sorted_rows
+from lockconsole.tui.widgets.table_model import sorted_rows
 
 TODAY = date(2026, 12, 1)
 

@@ -29,17 +29,20 @@ from textual.worker import Worker, WorkerState
 
 from lockconsole.config.checks import zone_named
 from lockconsole.engine.stopping import Stop, Stopped
+from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import app_bindings
+from lockconsole.tui.collector import Collector
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
+from lockconsole.tui.pane_models import Panes, PaneView, build_panes
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases, news
-from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
+from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy
 
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
@@ -90,6 +93,7 @@ class LockConsoleApp(App[int]):
         self._alerts_seen: set[tuple[object, ...]] = set()
         self._trigger_run: tuple[str, Stop] | None = None  # what quitting must ask about
         self._quit_when_done = False
+        self.collector = Collector()  # the snapshots left out of full collections
 
     # --- screens ----------------------------------------------------------------------
 
@@ -133,18 +137,44 @@ class LockConsoleApp(App[int]):
             self._show_status()
             return
         self.refresh_started = time.monotonic()
-        self._load_snapshot(self.snapshot, self.group_by, self.text_filter, self.holder_sort)
+        dashboard = self.dashboard
+        self._load_snapshot(
+            self.snapshot, dashboard.pane_view(), dashboard.older_runs(), dashboard.panes
+        )
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _load_snapshot(
-        self, previous: Snapshot | None, group_by: GroupBy, text_filter: str, sort: SortBy
+        self,
+        previous: Snapshot | None,
+        view: PaneView,
+        older: list[Run],
+        on_screen: Panes | None,
     ) -> None:
+        """Read a snapshot and lay its panes out, here, off the UI thread."""
         started = time.monotonic()
         fresh = self.facade.snapshot()
         took = time.monotonic() - started
+        merged, panes = self.prepare(fresh, previous, view, older, on_screen)
+        self.post_message(SnapshotLoaded(merged, panes, took))
+
+    def prepare(
+        self,
+        fresh: Snapshot,
+        previous: Snapshot | None,
+        view: PaneView,
+        older: list[Run],
+        on_screen: Panes | None,
+    ) -> tuple[Snapshot, Panes]:
+        """What the refresh worker makes of a snapshot read, off the UI thread: the last good
+        data of failed databases put back, the panes laid out, and the objects alive left out
+        of the collector's full walks (`collector.py`)."""
         merged = carry_over(previous, fresh, self.facade.config)
-        rows = layout(merged.holders, group_by, text_filter, sort, self.zone)
-        self.post_message(SnapshotLoaded(merged, rows, took))
+        panes = build_panes(merged, view, self.clock(), older=older, previous=on_screen)
+        self.collector.settle()
+        return merged, panes
+
+    def on_unmount(self) -> None:
+        self.collector.release()
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         if not self.dashboard.is_attached or not self.dashboard.children:
@@ -156,21 +186,12 @@ class LockConsoleApp(App[int]):
         for name in self.database_names():
             if name not in failed:
                 self.last_good[name] = snap.taken_at
-        rows = message.rows
-        if (rows.group_by, rows.text_filter, rows.sort) != (
-            self.group_by,
-            self.text_filter,
-            self.holder_sort,
-        ):
-            rows = layout(
-                snap.holders, self.group_by, self.text_filter, self.holder_sort, self.zone
-            )
         self.snapshot = snap
         for line in news(snap, self._alerts_seen):  # each new alert and note once (o shows)
             self.log_line(line, show=False)
         try:
             with self.batch_update():
-                self.dashboard.show_data(rows)
+                self.dashboard.show_data(message.panes)
                 self._show_status()
         except NoMatches:  # the app is shutting down: its panes are gone
             return

@@ -9,16 +9,16 @@ from textual.message import Message
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Snapshot
-from lockconsole.tui.widgets.holder_rows import HolderRows
+from lockconsole.tui.pane_models import Panes
 
 
 @dataclass
 class SnapshotLoaded(Message):
     """A refresh finished: the snapshot (merged with the last good data of failed databases),
-    the holder rows laid out off the UI thread, and how long the database work took."""
+    its panes laid out off the UI thread, and how long the database work took."""
 
     snapshot: Snapshot
-    rows: HolderRows
+    panes: Panes
     took: float
 
 

@@ -1,8 +1,10 @@
 """What the jobs and history panes show (rows and texts); the status line and the banner are
 `widgets/status_line.py`.
 
-Pure functions from the immutable Snapshot to (row key, cells) and rich Text; the app puts
-them on screen with `tables.sync_table`.
+Pure functions from the immutable Snapshot to (row key, cells) and rich Text; the refresh
+worker makes them a pane's model (`pane_models.build_panes`) and the panes paint the rows on
+screen (`widgets/pane_table.py`). `job_cells` is one job's row now: what the jobs pane asks
+for its visible rows each second.
 """
 
 from __future__ import annotations
@@ -111,15 +113,56 @@ def job_rows(
 
 
 UNRUN = ("missed", "paused")  # slots that get a row of their own without a run
-_memo: list[tuple[Snapshot, Any]] = []  # the last snapshot's newest reports and runs by slot
-_judged_memo: list[tuple[Snapshot, Any]] = []  # the last snapshot's reports by slot
+# the indexes of the last two snapshots (the one on screen and the one the refresh worker
+# lays out), so neither thread throws the other's away: newest reports and runs by slot,
+# reports by slot, and job statuses by name
+_memo: list[tuple[Snapshot, Any]] = []
+_judged_memo: list[tuple[Snapshot, Any]] = []
+_status_memo: list[tuple[Snapshot, Any]] = []
+MEMO = 2
+
+
+def _recall(memo: list[tuple[Snapshot, Any]], snapshot: Snapshot) -> Any:
+    for seen, value in list(memo):
+        if seen is snapshot:
+            return value
+    return None
+
+
+def _keep(memo: list[tuple[Snapshot, Any]], snapshot: Snapshot, value: Any) -> None:
+    memo[:] = [*memo[-(MEMO - 1) :], (snapshot, value)]
 
 
 def prepared(snapshot: Snapshot) -> Snapshot:
     """`snapshot`, with the indexes the panes build of it made now (in the refresh worker)."""
     _judged(snapshot)
     _per_snapshot(snapshot)
+    _statuses(snapshot)
     return snapshot
+
+
+def _statuses(snapshot: Snapshot) -> dict[str, JobStatus]:
+    found = _recall(_status_memo, snapshot)
+    if found is None:
+        found = {s.job.name: s for s in snapshot.jobs}
+        _keep(_status_memo, snapshot, found)
+    return found
+
+
+def job_cells(
+    snapshot: Snapshot,
+    name: str,
+    now: datetime,
+    *,
+    zone: tzinfo | None = None,
+    stale: Staleness | None = None,
+) -> list[str | Text] | None:
+    """Job `name`'s row at `now` (None when the snapshot has no such job)."""
+    status = _statuses(snapshot).get(name)
+    if status is None:
+        return None
+    newest, runs_of = _per_snapshot(snapshot)
+    return _job_cells(status, newest.get(name), runs_of, now, zone, stale or Staleness())
 
 
 def _judged(
@@ -127,11 +170,12 @@ def _judged(
 ) -> tuple[dict[tuple[str, datetime], SlotReport], dict[tuple[str, datetime], SlotReport]]:
     """The snapshot's reports by (job, slot), and those of slots no instance ran: once per
     snapshot, not per repaint."""
-    if _judged_memo and _judged_memo[0][0] is snapshot:
-        return _judged_memo[0][1]
+    found = _recall(_judged_memo, snapshot)
+    if found is not None:
+        return found
     every = {(r.job, r.slot): r for r in snapshot.slots}
     unrun = {k: r for k, r in every.items() if r.acquired == 0 and r.status in UNRUN}
-    _judged_memo[:] = [(snapshot, (every, unrun))]
+    _keep(_judged_memo, snapshot, (every, unrun))
     return every, unrun
 
 
@@ -140,8 +184,9 @@ def _per_snapshot(
 ) -> tuple[dict[str, SlotReport], dict[tuple[str, datetime], list[Run]]]:
     """Each job's newest slot report and the runs by slot: once per snapshot, not per second
     (a long lookback is tens of thousands of reports)."""
-    if _memo and _memo[0][0] is snapshot:
-        return _memo[0][1]
+    found = _recall(_memo, snapshot)
+    if found is not None:
+        return found
     newest: dict[str, SlotReport] = {}
     for report in snapshot.slots:
         if report.job not in newest or report.slot > newest[report.job].slot:
@@ -149,7 +194,7 @@ def _per_snapshot(
     runs_of: dict[tuple[str, datetime], list[Run]] = defaultdict(list)
     for run in snapshot.runs:
         runs_of[(run.job, run.slot)].append(run)
-    _memo[:] = [(snapshot, (newest, runs_of))]
+    _keep(_memo, snapshot, (newest, runs_of))
     return newest, runs_of
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from textual.binding import Binding
 from textual.strip import Strip
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from lockconsole.config.keymap import DEFAULT_KEYS, FIXED_KEYS
 from lockconsole.config.loader import load_config
@@ -28,7 +28,7 @@ from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen, help_rows
 from lockconsole.tui.widgets.holder_rows import holder_key
 from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import selected_key
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import first_data, settle, sync, until
 
@@ -182,17 +182,17 @@ async def test_history_updates_in_place_and_keeps_the_cursor_on_its_row() -> Non
     app = app_for(console)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
-        table = app.query_one("#history", DataTable)
+        table = app.query_one("#history", PaneTable)
         table.focus()
         table.move_cursor(row=4)
-        key = selected_key(table)
+        key = table.selected_key
         snap = console.snapshot()
         runs = list(snap.runs)
         runs[0] = replace(runs[0], message="still billing")  # a cell changes
         console.set_snapshot(replace(snap, runs=tuple(runs)))
         app.refresh_now()
         await settle(app, pilot)
-        assert selected_key(table) == key and table.cursor_row == 4
+        assert table.selected_key == key and table.cursor_row == 4
         newer = replace(
             runs[0],
             id=999,
@@ -205,7 +205,7 @@ async def test_history_updates_in_place_and_keeps_the_cursor_on_its_row() -> Non
         console.set_snapshot(replace(snap, runs=(newer, *runs), slots=slots))
         app.refresh_now()
         await settle(app, pilot)
-        assert selected_key(table) == key and table.cursor_row == 5  # a row came in above
+        assert table.selected_key == key and table.cursor_row == 5  # a row came in above
 
 
 @sync

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from textual.widgets import DataTable, Input, RichLog, Static
+from textual.widgets import Input, RichLog, Static
 
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.config.urls import parse_url
@@ -26,6 +26,7 @@ from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import mysql_connect, settle, sync, unavailable
 from helpers import wait_for as eventually
@@ -110,7 +111,7 @@ def log_text(app: LockConsoleApp) -> str:
 
 
 def select_job(app: LockConsoleApp, job: str) -> None:
-    table = app.query_one("#jobs", DataTable)
+    table = app.query_one("#jobs", PaneTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(job))
 

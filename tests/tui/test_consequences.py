@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from lockconsole.config.loader import parse_config
 from lockconsole.console.facade import Console
@@ -26,6 +26,7 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.confirm import ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import eventually, mysql_connect, sync, until
 
@@ -211,7 +212,7 @@ async def test_trigger_warns_when_the_job_holds_its_lock_and_when_the_slot_succe
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None and app.snapshot.runs)
             # the slot's row in the history: the trigger reruns that slot
-            history = app.query_one("#history", DataTable)
+            history = app.query_one("#history", PaneTable)
             history.focus()
             await until(
                 pilot, lambda: any(r.id == ran.id for r, _ in app.dashboard.runs_of.values())
@@ -228,7 +229,7 @@ async def test_trigger_warns_when_the_job_holds_its_lock_and_when_the_slot_succe
             # now a session takes the job's lock: the trigger warns of it too
             holder.execute("select pg_advisory_lock(%s)", (job.key.value,))
             await until(pilot, lambda: shown_holder(app, job.name), what="the holder")
-            app.query_one("#jobs", DataTable).focus()
+            app.query_one("#jobs", PaneTable).focus()
             await pilot.press("t")
             await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="the dialog")
             said = modal_text(app, "#warnings")

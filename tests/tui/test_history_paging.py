@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 from rich.text import Text
-from textual.widgets import DataTable
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
@@ -22,6 +21,7 @@ from lockconsole.console.facade import Console
 from lockconsole.model.jobs import Database
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.older_runs import PAGE, parse_filter
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import sync, until
 
@@ -62,9 +62,9 @@ def _fill(url: str) -> datetime:
 
 
 def _history(app: LockConsoleApp) -> list[list[str]]:
-    table = app.dashboard.query_one("#history", DataTable)
+    table = app.dashboard.query_one("#history", PaneTable)
     rows = []
-    for key in table.rows:
+    for key in table.row_keys:
         rows.append([c.plain if isinstance(c, Text) else str(c) for c in table.get_row(key)])
     return rows
 
@@ -90,7 +90,7 @@ async def test_filter_words_and_older_pages_on_a_filled_ledger(own_database: str
             assert snap is not None and len(snap.runs) <= 301
 
             # the nightly job's LAST stays right beside per-minute jobs
-            table = app.dashboard.query_one("#jobs", DataTable)
+            table = app.dashboard.query_one("#jobs", PaneTable)
             nightly = [str(c) for c in table.get_row("nightly")]
             assert nightly[2].startswith("ok web-2"), nightly
 

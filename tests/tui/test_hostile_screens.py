@@ -21,6 +21,7 @@ from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holder_rows import FIELDS
 from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import settle
 
@@ -59,7 +60,7 @@ async def loaded(app: LockConsoleApp, pilot: Any) -> None:
 
 
 def select_job(app: LockConsoleApp, job: str) -> None:
-    table = app.query_one("#jobs", DataTable)
+    table = app.query_one("#jobs", PaneTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(job))
 
@@ -174,7 +175,7 @@ def test_screens_log_and_notifications(world: World) -> None:
             await pilot.pause()
         await pilot.press("escape")
         await pilot.pause()
-        history = app.query_one("#history", DataTable)
+        history = app.query_one("#history", PaneTable)
         history.focus()
         for row in range(min(history.row_count, 30)):
             history.move_cursor(row=row)

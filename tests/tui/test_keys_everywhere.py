@@ -32,7 +32,7 @@ from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.describe import HolderScreen, JobScreen
 from lockconsole.tui.widgets.holder_rows import layout
 from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import PaneTable, selected_key
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import first_data, settle, sync
 
@@ -173,15 +173,15 @@ async def test_the_history_follows_new_rows_while_its_cursor_is_on_the_newest() 
         app.refresh_now()
         await settle(app, pilot)
         assert table.get_row_index(key) == 0, "the newest slot is on top"
-        assert selected_key(table) == key, "the cursor on the newest row follows it"
+        assert table.selected_key == key, "the cursor on the newest row follows it"
         assert table.scroll_y == 0
         # not on the newest row: the cursor stays on its own row
         await pilot.press("down", "down")
-        kept = selected_key(table)
+        kept = table.selected_key
         with_new_run(console, 20)
         app.refresh_now()
         await settle(app, pilot)
-        assert selected_key(table) == kept
+        assert table.selected_key == kept
 
 
 @sync

@@ -20,12 +20,13 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from lockconsole.config.loader import parse_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import sync, until
 from tcp_proxy import SwitchableProxy, proxied
@@ -43,8 +44,8 @@ def rendered(app: LockConsoleApp, widget: str) -> str:
 
 
 def job_cells(app: LockConsoleApp, job: str) -> list[str]:
-    table = app.dashboard.query_one("#jobs", DataTable)
-    if job not in [k.value for k in table.rows]:
+    table = app.dashboard.query_one("#jobs", PaneTable)
+    if job not in table.row_keys:
         return []
     return [c.plain if isinstance(c, Text) else str(c) for c in table.get_row(job)]
 

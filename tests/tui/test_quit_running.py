@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
@@ -19,6 +18,7 @@ from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.confirm import QuitRunModal
 from lockconsole.tui.screens.fleet import TriggerModal
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from conftest import PYTHON
 from stop_helpers import STEPS, pg_lock_holder
@@ -54,7 +54,7 @@ async def _until(pilot: Any, check: Callable[[], Any], timeout: float = 30.0) ->
 
 async def _trigger(app: LockConsoleApp, pilot: Any, job: str) -> None:
     await _until(pilot, lambda: app.snapshot is not None)
-    table = app.query_one("#jobs", DataTable)
+    table = app.query_one("#jobs", PaneTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(job))
     await pilot.press("t")

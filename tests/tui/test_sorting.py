@@ -21,7 +21,7 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.sample import FROZEN_NOW
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import PaneTable, selected_key
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import first_data, settle, sync, until
 
@@ -75,8 +75,8 @@ def title(app: LockConsoleApp, pane: str) -> str:
 
 def cell_text(table: PaneTable, column: int) -> list[str]:
     out = []
-    for row in table.ordered_rows:
-        cell = table.get_row(row.key)[column]
+    for key in table.row_keys:
+        cell = table.get_row(key)[column]
         out.append((cell.plain if isinstance(cell, Text) else str(cell)).lower())
     return out
 
@@ -133,22 +133,22 @@ async def test_jobs_sort_by_the_chosen_column_both_ways() -> None:
         await first_data(app, pilot)
         jobs = app.query_one("#jobs", PaneTable)
         await pilot.press("1", "down")
-        picked = selected_key(jobs)
+        picked = jobs.selected_key
         natural = cell_text(jobs, 0)
         await pilot.press("greater_than_sign")  # the first press: the first column, JOB
         await until(pilot, lambda: jobs.chosen == 0, what="JOB chosen")
-        assert jobs.columns["JOB"].label.style == "reverse"  # type: ignore[index]
+        assert jobs.label(0).style == "reverse"
 
         await pilot.press("S")
         await until(pilot, lambda: "sorted by JOB ↑" in title(app, "jobs"), what="JOB ↑")
         assert cell_text(jobs, 0) == sorted(natural) != natural
-        assert selected_key(jobs) == picked
-        assert jobs.columns["JOB"].label.plain == "JOB ▲"  # type: ignore[index]
+        assert jobs.selected_key == picked
+        assert jobs.label(0).plain == "JOB ▲"
 
         await pilot.press("S")
         await until(pilot, lambda: "sorted by JOB ↓" in title(app, "jobs"), what="JOB ↓")
         assert cell_text(jobs, 0) == sorted(natural, reverse=True)
-        assert selected_key(jobs) == picked
+        assert jobs.selected_key == picked
 
         app.refresh_now()
         await settle(app, pilot)
@@ -166,7 +166,7 @@ async def test_history_sort_by_the_chosen_column_both_ways() -> None:
         await first_data(app, pilot)
         history = app.query_one("#history", PaneTable)
         await pilot.press("3", "down", "down", "down")
-        picked = selected_key(history)
+        picked = history.selected_key
         # from nothing chosen `<` picks the last column; then right, wrapping, to SLOT STATUS
         await pilot.press("less_than_sign", *["greater_than_sign"] * 3)
         column = history.names.index("SLOT STATUS")
@@ -176,12 +176,12 @@ async def test_history_sort_by_the_chosen_column_both_ways() -> None:
         await until(pilot, lambda: "sorted by SLOT STATUS ↑" in title(app, "history"))
         states = cell_text(history, column)
         assert states == sorted(states) and len(set(states)) > 1, states
-        assert selected_key(history) == picked
+        assert history.selected_key == picked
 
         await pilot.press("S")
         await until(pilot, lambda: "sorted by SLOT STATUS ↓" in title(app, "history"))
         assert cell_text(history, column) == sorted(states, reverse=True)
-        assert selected_key(history) == picked
+        assert history.selected_key == picked
 
         app.refresh_now()
         await settle(app, pilot)

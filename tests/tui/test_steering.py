@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.sample import FROZEN_NOW
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.confirm import ConfirmModal
 from lockconsole.tui.screens.pause import PauseModal
-from lockconsole.tui.widgets.tables import selected_key
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import settle, sync, until
 
@@ -24,7 +24,7 @@ def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
 
 
 def jobs_text(app: LockConsoleApp) -> str:
-    table = app.query_one("#jobs", DataTable)
+    table = app.query_one("#jobs", PaneTable)
     return "\n".join(" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
 
 
@@ -35,7 +35,7 @@ async def test_pause_key_asks_a_note_shows_the_pause_and_resumes() -> None:
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
         job = console.snapshot().jobs[0].job.name
-        app.query_one("#jobs", DataTable).focus()
+        app.query_one("#jobs", PaneTable).focus()
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, PauseModal), what="the note modal")
         await pilot.press("enter")  # an empty note is refused: the modal stays
@@ -78,7 +78,7 @@ async def test_run_detail_shows_the_runs_kept_output() -> None:
     app = app_for(SampleConsole())
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot)
-        app.query_one("#history", DataTable).focus()
+        app.query_one("#history", PaneTable).focus()
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, RunDetailScreen), what="run detail")
 
@@ -98,7 +98,7 @@ async def test_trigger_asks_where_and_follows_the_fleet_request_in_the_log() -> 
     app = app_for(console)
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
-        app.query_one("#jobs", DataTable).focus()
+        app.query_one("#jobs", PaneTable).focus()
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
         offered = app.screen.query_one("#instance", Input).placeholder
@@ -128,10 +128,10 @@ async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> 
     app = app_for(console)
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
-        history = app.query_one("#history", DataTable)
+        history = app.query_one("#history", PaneTable)
         history.focus()
         await pilot.pause()
-        run = app.dashboard.runs_of[selected_key(history)][0]
+        run = app.dashboard.runs_of[history.selected_key][0]
         assert run.trigger == "scheduled"
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
@@ -175,7 +175,7 @@ def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str) -> No
         async with app.run_test(size=(120, 36)) as pilot:
             await until(pilot, lambda: app.snapshot is not None, what="the first snapshot")
             await settle(app, pilot)
-            table = app.query_one("#jobs", DataTable)
+            table = app.query_one("#jobs", PaneTable)
             table.focus()
             table.move_cursor(row=table.get_row_index(job))
             await pilot.press("t")

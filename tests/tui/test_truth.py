@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
@@ -26,6 +26,7 @@ from lockconsole.console.facade import Console
 from lockconsole.model.jobs import Run
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.timeline import SlotBlock, TimelineScreen
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import sync, until
 from tcp_proxy import SwitchableProxy
@@ -58,8 +59,8 @@ def status(app: LockConsoleApp) -> str:
 
 
 def job_cells(app: LockConsoleApp, job: str) -> list[str]:
-    table = app.dashboard.query_one("#jobs", DataTable)
-    if job not in [k.value for k in table.rows]:
+    table = app.dashboard.query_one("#jobs", PaneTable)
+    if job not in table.row_keys:
         return []
     return [c.plain if isinstance(c, Text) else str(c) for c in table.get_row(job)]
 
@@ -170,9 +171,9 @@ async def test_the_timeline_tells_sub_minute_slots_apart_and_follows_the_refresh
         app = LockConsoleApp(console, refresh=0.5)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: job_cells(app, job), what="the job's row")
-            app.dashboard.query_one("#jobs", DataTable).focus()
-            rows = [k.value for k in app.dashboard.query_one("#jobs", DataTable).rows]
-            app.dashboard.query_one("#jobs", DataTable).move_cursor(row=rows.index(job))
+            app.dashboard.query_one("#jobs", PaneTable).focus()
+            rows = app.dashboard.query_one("#jobs", PaneTable).row_keys
+            app.dashboard.query_one("#jobs", PaneTable).move_cursor(row=rows.index(job))
             await pilot.press("s")
             # the screen is current before its slot blocks are mounted: wait for all three
             screen = await until(

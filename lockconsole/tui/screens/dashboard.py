@@ -12,15 +12,16 @@ release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused act
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Input, RichLog, Static
+from textual.widgets import Footer, Input, RichLog, Static
 
 from lockconsole.model.jobs import Run
 from lockconsole.text.times import zone_label
@@ -28,22 +29,18 @@ from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
 from lockconsole.tui.freshness import Freshness, freshness_of, pane_sources
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
-from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, history_rows, job_rows
+from lockconsole.tui.pane_models import Panes, PaneView, build_panes
+from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, job_cells
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
 from lockconsole.tui.state import job_names
 from lockconsole.tui.widgets.header import header_text
-from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING, HolderRows, layout
+from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_heights import share
+from lockconsole.tui.widgets.pane_table import PaneTable
 from lockconsole.tui.widgets.status_line import banner_text, status_text
-from lockconsole.tui.widgets.tables import (
-    PaneTable,
-    next_sort,
-    sort_note,
-    sorted_rows,
-    sync_table,
-    today_in,
-)
+from lockconsole.tui.widgets.table_model import Cell
+from lockconsole.tui.widgets.tables import next_sort, sort_note
 
 if TYPE_CHECKING:
     from lockconsole.tui.app import LockConsoleApp
@@ -58,7 +55,9 @@ class DashboardScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs_of: dict[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
+        self.runs_of: Mapping[str, tuple[Run, list[Run]]] = {}  # history row key -> its run
+        self.panes: Panes | None = None  # what the panes show, laid out by the refresh worker
+        self._stale = Staleness()  # the databases down, as of the last second's repaint
         self._shown_status: object = None
         self._shown_banner: object = None
         self._ages_second: int | None = None  # the clock's second the holders' ages were for
@@ -95,6 +94,7 @@ class DashboardScreen(Screen[None]):
                     replace(b, show=False) if b.action in MUTATING else b for b in bindings
                 ]
         self.query_one("#jobs", PaneTable).border_title = "1 Jobs"
+        self.query_one("#jobs", PaneTable).live = self._job_now
         self.query_one("#history", PaneTable).border_title = "3 Run history"
         self.query_one(HoldersView).border_title = "2 Lock holders"
         self.query_one(HoldersView).set_class(self.host.monochrome, "-monochrome")
@@ -140,20 +140,42 @@ class DashboardScreen(Screen[None]):
 
     # --- painting ----------------------------------------------------------------------
 
-    def show_data(self, rows: HolderRows | None = None) -> None:
-        """Repaint the panes from the app's snapshot (rows: the holders laid out already)."""
+    def pane_view(self) -> PaneView:
+        """What the panes' rows depend on now, besides the snapshot: the refresh worker lays
+        them out for it, and a change meanwhile (a filter typed, a sort) is laid out here."""
+        host = self.host
+        return PaneView(
+            group_by=host.group_by,
+            text_filter=host.text_filter,
+            holder_sort=host.holder_sort,
+            jobs_sort=self._table("jobs").sort_by,
+            history_sort=self._table("history").sort_by,
+            zone=host.zone,
+            configured=frozenset(job_names(host.facade.config)),
+            monochrome=host.monochrome,
+            stale=self._stale,
+        )
+
+    def older_runs(self) -> list[Run]:
+        """The older runs ("m") read for the filter's words (thread-safe)."""
+        return self.older.runs(parse_filter(self.host.text_filter))
+
+    def show_data(self, panes: Panes | None = None) -> None:
+        """Repaint the panes from the app's snapshot (panes: laid out by the refresh worker;
+        laid out here when they are missing or were laid out for another filter or sort)."""
         host = self.host
         snap = host.snapshot
         if snap is None:
             return
-        now = host.clock()
-        view = self.query_one(HoldersView)
-        view.show(
-            rows
-            if rows is not None
-            else layout(snap.holders, host.group_by, host.text_filter, host.holder_sort, host.zone)
-        )
-        model = view.model
+        view = self.pane_view()
+        older = self.older_runs()
+        if panes is None or panes.view != view or panes.older != len(older):
+            panes = build_panes(snap, view, host.clock(), older=older, previous=self.panes)
+        self.panes = panes
+        self.runs_of = panes.runs_of
+        holders = self.query_one(HoldersView)
+        holders.show(panes.holders)
+        model = holders.model
         shown = model.shown
         counts = f"{model.total} holders" if shown == model.total else f"{shown} of {model.total}"
         extra = [f"{model.waiting} waiting"] * bool(model.waiting)
@@ -161,40 +183,41 @@ class DashboardScreen(Screen[None]):
         extra += [f"{model.unmapped} unmapped"] * bool(model.unmapped)
         title = f"2 Lock holders · {counts}" + "".join(f" · {e}" for e in extra)
         self.titles["holders"] = title + sort_note(model.sort)
-        view.show_notes(snap.notes, host.group_by)
-        history, self.runs_of = history_rows(
-            snap,
-            now,
-            host.text_filter,
-            zone=host.zone,
-            configured=job_names(host.facade.config),
-            older=self.older.runs(parse_filter(host.text_filter)),
-        )
-        table = self.query_one("#history", PaneTable)
-        sync_table(
-            table,
-            self._paint(sorted_rows(history, table.sort_by, today_in(now, host.zone))),
-            follow_first=table.sort_by is None,
-        )
+        holders.show_notes(snap.notes, host.group_by)
+        history = self._table("history")
+        history.show(panes.history, follow_first=history.sort_by is None)
+        self._table("jobs").show(panes.jobs)
         bad = sum(a.kind in ("double_run", "missed", "lock_lost", "failed") for a in snap.alerts)
         problems = f" · {bad} problems" if bad else ""
-        self.titles["history"] = "3 Run history" + problems + sort_note(table.sorted_by)
+        self.titles["history"] = "3 Run history" + problems + sort_note(history.sorted_by)
         self.show_ages()
         self.share_heights()
 
+    def _job_now(self, name: str) -> Sequence[Cell] | None:
+        """Job `name`'s row now: the jobs pane asks for the rows it shows, each second."""
+        host = self.host
+        snap = host.snapshot
+        if snap is None:
+            return None
+        cells = job_cells(snap, name, host.clock(), zone=host.zone, stale=self._stale)
+        if cells is not None and host.monochrome:
+            return [nocolor.without_colour(c) for c in cells]
+        return cells
+
     def show_ages(self) -> None:
-        """Repaint what counts on with the clock: the jobs pane (LAST, NEXT, unknown's age)
-        and the holders' ages; the status line is show_status()."""
+        """Repaint what counts on with the clock: the jobs pane's visible rows (LAST, NEXT,
+        unknown's age) and the holders' ages; the status line is show_status()."""
         host = self.host
         snap = host.snapshot
         if snap is None:
             return
         fresh = self.freshness()
-        stale = Staleness({name: fresh.good_since(name) for name in host.errors}, fresh.ledger_of)
+        self._stale = Staleness(
+            {name: fresh.good_since(name) for name in host.errors}, fresh.ledger_of
+        )
         now = fresh.now
-        jobs = self.query_one("#jobs", PaneTable)
-        rows = job_rows(snap, now, zone=host.zone, stale=stale, text_filter=host.text_filter)
-        sync_table(jobs, self._paint(sorted_rows(rows, jobs.sort_by, today_in(now, host.zone))))
+        jobs = self._table("jobs")
+        jobs.tick()
         self.titles["jobs"] = "1 Jobs" + sort_note(jobs.sorted_by)
         for pane, sources in pane_sources(fresh, host.database_names()).items():
             _title(self.query_one(f"#{pane}"), self.titles[pane] + fresh.age_note(sources))
@@ -202,12 +225,6 @@ class DashboardScreen(Screen[None]):
         if second != self._ages_second:  # the holders' ages read another second: repaint
             self._ages_second = second
             self.query_one(HoldersView).refresh()
-
-    def _paint(self, rows: list[Any]) -> list[Any]:
-        """Table rows as they go on screen: without colour under NO_COLOR."""
-        if not self.host.monochrome:
-            return rows
-        return [(key, [nocolor.without_colour(c) for c in cells]) for key, cells in rows]
 
     def freshness(self) -> Freshness:
         """How old each database's data on screen is: the status line, the banner and the
@@ -360,8 +377,8 @@ class DashboardScreen(Screen[None]):
 
     # --- selection: describe, screens and mutations (dashboard_actions.py) ----------------
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.selection.describe(event.data_table.id)
+    def on_pane_table_row_selected(self, event: PaneTable.RowSelected) -> None:
+        self.selection.describe(event.table.id)
 
     def action_describe(self) -> None:
         self.selection.describe(self.focused_pane())

@@ -8,7 +8,7 @@ the read-only refusal is the dashboard's. The mutations ask first and run in the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
@@ -26,7 +26,7 @@ from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.widgets.consequences import release_consequences, trigger_warnings
 from lockconsole.tui.widgets.holder_facts import blocked_pids
 from lockconsole.tui.widgets.holders import HoldersView
-from lockconsole.tui.widgets.tables import PaneTable, selected_key
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 W = TypeVar("W", bound=Widget)
 
@@ -55,7 +55,7 @@ class Host(Protocol):
 class Dashboard(Protocol):
     """What these actions need of the dashboard screen."""
 
-    runs_of: dict[str, tuple[Run, list[Run]]]
+    runs_of: Mapping[str, tuple[Run, list[Run]]]
     older: OlderRuns
 
     @property
@@ -104,10 +104,10 @@ class SelectionActions:
             if holder is not None and holder.job:
                 return holder.job
         if pane == "history":
-            key = selected_key(screen.query_one("#history", PaneTable))
-            if key in screen.runs_of:
+            key = screen.query_one("#history", PaneTable).selected_key
+            if key is not None and key in screen.runs_of:
                 return screen.runs_of[key][0].job
-        return selected_key(screen.query_one("#jobs", PaneTable))
+        return screen.query_one("#jobs", PaneTable).selected_key
 
     def selected_holder(self) -> Holder | None:
         return self.dashboard.query_one("#holders", HoldersView).selected_holder
@@ -146,7 +146,7 @@ class SelectionActions:
         from lockconsole.tui.screens.describe import JobScreen
 
         host = self.dashboard.host
-        job = selected_key(self.dashboard.query_one("#jobs", PaneTable))
+        job = self.dashboard.query_one("#jobs", PaneTable).selected_key
         snap = host.snapshot
         status = next((s for s in snap.jobs if s.job.name == job), None) if snap else None
         if status is None or snap is None:
@@ -166,7 +166,7 @@ class SelectionActions:
         from lockconsole.tui.screens.run_detail import RunDetailScreen
 
         screen = self.dashboard
-        key = selected_key(screen.query_one("#history", PaneTable))
+        key = screen.query_one("#history", PaneTable).selected_key
         if key is None or key not in screen.runs_of:
             self._warn("No run selected: the history is empty, or this slot had no attempt")
             return
@@ -259,7 +259,7 @@ class SelectionActions:
         screen = self.dashboard
         if screen.focused_pane() != "history":
             return None
-        key = selected_key(screen.query_one("#history", PaneTable))
+        key = screen.query_one("#history", PaneTable).selected_key
         if key is None or key not in screen.runs_of:
             return None
         run = screen.runs_of[key][0]

@@ -1,20 +1,16 @@
-"""The small panes' tables (jobs, history) and their keyed in-place updates.
-
-`PaneTable` is a row-cursor DataTable whose Home/End (and G) move the cursor, whose first
-`fixed` columns stay when it scrolls sideways, whose sorted column is marked in its heading
-(▲ ascending, ▼ descending) and whose chosen column (`<` / `>`) is shown in reverse video.
+"""The sort rules every pane shares, and the keyed in-place updates of a small stock table.
 
 Sorting by a chosen column, for every pane: `step_column` moves the choice along the headings,
 `next_sort` is what the sort key does to it (ascending, again descending, a third time the
-natural order; `sort_note` says it in the pane's title); `sorted_rows` orders by what a cell
-shows: a time, a duration, a number, else text (`sort_keys.py`).
+natural order; `sort_note` says it in the pane's title); the rows are ordered by what a cell
+shows: a time, a duration, a number, else text (`table_model.sorted_rows`, `sort_keys.py`).
 
-`sync_table(table, rows)` compares the table with `rows` ((row key, cells) in display order):
-when the keys and their order are unchanged only the cells that differ are updated
-(`DataTable.update_cell`, the column widths following the data); otherwise the table is
-rebuilt with the cursor put back on the same row key and the scroll offset kept; with
-`follow_first`, a cursor on the first row stays on the first row (the newest run).
-Call it inside `app.batch_update()`.
+`sync_table(table, rows)` brings a stock DataTable (the audit screen's: a few hundred rows at
+most) in line with `rows` ((row key, cells) in display order): when the keys and their order
+are unchanged only the cells that differ are updated (`DataTable.update_cell`, the column
+widths following the data); otherwise the table is rebuilt with the cursor put back on the same
+row key and the scroll offset kept. Call it inside `app.batch_update()`. The dashboard's panes
+are `pane_table.PaneTable`, which paints only its visible rows.
 """
 
 from __future__ import annotations
@@ -25,17 +21,11 @@ from typing import TypeVar
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.binding import Binding
 from textual.widgets import DataTable
 
-from lockconsole.text.safe import clean
-from lockconsole.tui.widgets.sort_keys import Key, cell_key
+from lockconsole.tui.widgets.table_model import Cell, Rows, safe_cell
 
-Cell = str | Text
-CELL_WIDTH = 80  # terminal cells of one table cell at most (a 10 KB message ends in '…')
-Rows = Sequence[tuple[str, Sequence[Cell]]]
 REBUILD_ABOVE = 16  # changed rows updated cell by cell; more: the table is rebuilt
-SortBy = tuple[int, bool] | None  # (column index, descending), or the natural order
 Column = TypeVar("Column")
 
 
@@ -64,83 +54,6 @@ def next_sort(
 def sort_note(sort: tuple[str, bool] | None) -> str:
     """What a pane's title says of its sort (column, descending): " · sorted by FOR ↓"."""
     return f" · sorted by {sort[0]} {'↓' if sort[1] else '↑'}" if sort else ""
-
-
-class PaneTable(DataTable[Cell]):
-    """A dashboard pane's table: a row cursor, Home/End/G move it, identifying columns fixed."""
-
-    BINDINGS = [
-        Binding("home", "first_row", "First", show=False),
-        Binding("end,G", "last_row", "Last", show=False),
-    ]
-
-    def __init__(self, columns: Sequence[str], *, fixed: int = 0, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True, fixed_columns=fixed)
-        self.names = tuple(columns)
-        self.sort_by: SortBy = None
-        self.chosen: int | None = None  # the column `<` / `>` picked: what the sort key sorts
-
-    def on_mount(self) -> None:
-        for column in self.names:
-            self.add_column(column, key=column)
-
-    def action_first_row(self) -> None:
-        self.move_cursor(row=0)
-
-    def action_last_row(self) -> None:
-        self.move_cursor(row=max(0, self.row_count - 1))
-
-    def choose_column(self, step: int) -> str:
-        """Move the chosen column one heading left or right; returns its name."""
-        sorted_at = self.sort_by[0] if self.sort_by else None
-        self.chosen = step_column(len(self.names), self.chosen, sorted_at, step)
-        self._mark()
-        return self.names[self.chosen]
-
-    def sort_chosen(self) -> SortBy:
-        """Sort by the chosen column (or the sorted one, else the first): see `next_sort`."""
-        column = self.chosen if self.chosen is not None else (self.sort_by or (0, False))[0]
-        self.set_sort(next_sort(self.sort_by, column))
-        return self.sort_by
-
-    @property
-    def sorted_by(self) -> tuple[str, bool] | None:
-        """The sort by column name: (name, descending), or None."""
-        return (self.names[self.sort_by[0]], self.sort_by[1]) if self.sort_by else None
-
-    def set_sort(self, sort: SortBy) -> None:
-        """Mark the sorted column in its heading (the rows are sorted by the caller)."""
-        self.sort_by = sort
-        self._mark()
-
-    def _mark(self) -> None:
-        sort = self.sort_by
-        for index, name in enumerate(self.names):
-            mark = f" {'▼' if sort[1] else '▲'}" if sort and sort[0] == index else ""
-            style = "reverse" if index == self.chosen else ""
-            self.columns[name].label = Text(name + mark, style=style)  # type: ignore[index]
-        self._require_update_dimensions = True
-        self._clear_caches()  # the headings are cached with the rows
-        self.refresh()
-
-
-def sorted_rows(
-    rows: Rows, sort: SortBy, today: date | None = None
-) -> list[tuple[str, Sequence[Cell]]]:
-    """The rows ordered by one column: by the time, duration or number a cell shows, else its
-    text (sort_keys.cell_key; `today` dates a clock without a day). Stable: ties keep their
-    order."""
-    if sort is None:
-        return list(rows)
-    column, descending = sort
-    day = today or date.today()
-
-    def key(row: tuple[str, Sequence[Cell]]) -> Key:
-        cells = row[1]
-        cell = cells[column] if column < len(cells) else ""
-        return cell_key(cell.plain if isinstance(cell, Text) else str(cell), day)
-
-    return sorted(rows, key=key, reverse=descending)
 
 
 def _same(a: object, b: object) -> bool:
@@ -220,13 +133,8 @@ def _widen(table: DataTable, rows: Sequence[Sequence[Cell]]) -> None:
         table.refresh(layout=True)
 
 
-def safe_cell(cell: Cell) -> Text:
-    """A table cell as data: a str is never markup; controls escaped; at most CELL_WIDTH."""
-    return clean(cell, limit=CELL_WIDTH)
-
-
 def selected_key(table: DataTable) -> str | None:
-    """The row key under the cursor, or None for an empty table."""
+    """A stock table's row key under the cursor, or None for an empty table."""
     if not table.row_count:
         return None
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
