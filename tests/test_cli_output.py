@@ -315,7 +315,7 @@ def test_every_listing_command_takes_output_and_no_headers() -> None:
             assert {"-o", "--output", "--json"} <= options, name
     assert with_headers == set(LISTINGS)
     for name in LISTINGS:
-        words = [name, "job"] if name == "dupes" else [name]
+        words = {"dupes": [name, "job"], "holders": [name, "--at", "1h"]}.get(name, [name])
         args = parser.parse_args([*words, "-o", "tsv", "--no-headers"])
         assert (args.output, args.no_headers) == ("tsv", True)
         with pytest.raises(UsageError):

@@ -36,7 +36,7 @@ def roles(pg_url: str, pg_conn, uid: str) -> Iterator[Callable[..., str]]:  # ty
     made: list[str] = []
     parts = urlsplit(pg_url)
     db = Database("main", parse_url(pg_url))
-    AuditLog(db)._ensure()
+    AuditLog(db).ensure()
     with Ledger(db) as ledger:
         ledger.create_schema()
 

@@ -32,7 +32,7 @@ def pg_accounts(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
     from lockconsole.model.jobs import Database
 
     db = Database("main", parse_url(pg_url))
-    AuditLog(db)._ensure()
+    AuditLog(db).ensure()
     with Ledger(db) as ledger:
         ledger.create_schema()
     parts = urlsplit(pg_url)

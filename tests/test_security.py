@@ -284,7 +284,7 @@ def test_release_without_audit_is_not_performed(
     from lockconsole.config.urls import parse_url
     from lockconsole.model.jobs import Database
 
-    AuditLog(Database("main", parse_url(pg_url)))._ensure()  # exists, owned by the superuser
+    AuditLog(Database("main", parse_url(pg_url))).ensure()  # exists, owned by the superuser
     operator, holder_role = f"lc_noaudit_{uid}", f"lc_holder_{uid}"
     pg_conn.execute(f"create role {holder_role} login")
     pg_conn.execute(f"create role {operator} login in role pg_signal_backend, pg_read_all_stats")

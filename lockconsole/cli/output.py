@@ -19,7 +19,7 @@ from lockconsole.model.errors import UsageError
 # a field may be added. `run --json` keeps its own (cli/run.py RUN_SCHEMA), the same number.
 SCHEMA = 1
 FORMATS = ("wide", "json", "tsv")
-LISTINGS = ("locks", "history", "audit", "dupes", "check")  # the commands that list rows
+LISTINGS = ("locks", "history", "audit", "dupes", "check", "holders")  # the commands that list rows
 OUTPUT_HELP = (
     "wide: every column; json: one JSON object (as --json); tsv: tab-separated rows, "
     "values escaped (\\t \\n \\\\ and control characters)"
