@@ -173,7 +173,9 @@ def schema() -> tuple[Any, Any]:
         Column("from_epoch", Double, nullable=False),  # double: microseconds of a date kept
         Column("held_seconds", Double),
         UniqueConstraint("holding", "open_mark", name="uq_lockconsole_journal_open"),
-        Index("ix_lockconsole_journal_from", "from_epoch"),
+        # the short holdings' window read in the index alone: its span and end are filtered
+        # there, so only the rows that held then are fetched from the table
+        Index("ix_lockconsole_journal_from", "from_epoch", "held_seconds", "gone_by"),
         Index("ix_lockconsole_journal_held", "held_seconds"),
         Index("ix_lockconsole_journal_open", "open_mark"),
         Index("ix_lockconsole_journal_gone", "gone_by"),
