@@ -15,7 +15,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from lockconsole.cli.output import add_output_options, chosen, print_json
-from lockconsole.model.errors import UsageError
 
 if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
@@ -54,23 +53,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=partial(view, cmd_story))
 
 
-def _moment(text: str) -> datetime:
-    from lockconsole.config.checks import parse_duration
-    from lockconsole.model.slots import utcnow
-
-    try:
-        return utcnow() - parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"holders: --at: {text!r} is neither an ISO time nor a duration") from None
-    if value.tzinfo is None:
-        raise UsageError(f"holders: --at: {text!r} has no time zone (add Z or +00:00)")
-    return value
-
-
 def certainty(entry: JournalEntry, at: datetime) -> str:
     """'held' when a sample saw it held then; 'maybe' when `at` falls only in its bounds."""
     last = entry.last_seen
@@ -80,7 +62,10 @@ def certainty(entry: JournalEntry, at: datetime) -> str:
 
 
 def cmd_holders(console: ConsoleFacade, args: argparse.Namespace) -> int:
-    at = _moment(args.at)
+    from lockconsole.cli.views import moment
+
+    at = moment("--at", args.at, "holders")
+    assert at is not None  # --at is required
     if args.job is not None:
         console.config.job(args.job)
     found, errors = console.holders_at(at, key=args.key, job=args.job)

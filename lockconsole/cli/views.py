@@ -150,8 +150,8 @@ def cmd_audit(console: ConsoleFacade, args: argparse.Namespace) -> int:
     return EXIT_UNREAD if errors else 0
 
 
-def _moment(option: str, text: str | None) -> datetime | None:
-    """--since / --until: a duration ago (2h, 30m, 1d) or an ISO time with a zone."""
+def moment(option: str, text: str | None, command: str = "history") -> datetime | None:
+    """--since / --until / --at: a duration ago (2h, 30m, 1d) or an ISO time with a zone."""
     from lockconsole.config.checks import parse_duration
     from lockconsole.model.slots import utcnow
 
@@ -165,10 +165,10 @@ def _moment(option: str, text: str | None) -> datetime | None:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(
-            f"history: {option}: {text!r} is neither a duration (2h) nor an ISO time"
+            f"{command}: {option}: {text!r} is neither a duration (2h) nor an ISO time"
         ) from None
     if value.tzinfo is None:
-        raise UsageError(f"history: {option}: {text!r} has no time zone (add Z or +00:00)")
+        raise UsageError(f"{command}: {option}: {text!r} has no time zone (add Z or +00:00)")
     return value
 
 
@@ -184,8 +184,8 @@ def cmd_history(console: ConsoleFacade, args: argparse.Namespace) -> int:
     where = RunFilter(
         instance=args.instance,
         outcome=args.outcome,
-        since=_moment("--since", args.since),
-        until=_moment("--until", args.until),
+        since=moment("--since", args.since),
+        until=moment("--until", args.until),
         slot=None if args.slot is None else parse_slot(args.slot),
     )
     runs = console.history(args.job, limit=args.limit, where=where)

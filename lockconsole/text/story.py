@@ -61,35 +61,41 @@ def story_markdown(story: SlotStory, zone: tzinfo | None) -> str:
     times = "UTC" if local == "UTC" else f"UTC ({local})"
     out += ["## Timeline", "", f"| time, {times} | source | who | what |", "|---|---|---|---|"]
     out += [f"| {both(e.at)} | {m(e.source)} | {m(e.who)} | {m(e.what)} |" for e in story.events]
-    out += ["", "## Attempts", ""]
-    out += ["| run | instance | outcome | started | finished | exit | message |"]
-    out += ["|---|---|---|---|---|---|---|"]
-    for r in story.attempts:
-        code = "" if r.exit_code is None else str(r.exit_code)
-        out.append(
-            f"| {story.ledger}:{r.id} | {m(r.instance)} | {m(r.outcome)} | {both(r.started_at)} "
-            f"| {both(r.finished_at)} | {code} | {m(r.message or '')} |"
-        )
-    out += ["", "## Holders seen", ""]
-    if story.holders:
-        out += ["| who | key | first seen | last seen | gone by |", "|---|---|---|---|---|"]
-        out += [
-            f"| {m(holder_name(h))} | {m(h.key)} | {both(h.first_seen)} | {both(h.last_seen)} "
-            f"| {both(h.gone_by)} |"
+    out += _table(
+        "Attempts",
+        ("run", "instance", "outcome", "started", "finished", "exit", "message"),
+        [
+            (
+                m(f"{story.ledger}:{r.id}"),
+                m(r.instance),
+                m(r.outcome),
+                both(r.started_at),
+                both(r.finished_at),
+                "" if r.exit_code is None else str(r.exit_code),
+                m(r.message or ""),
+            )
+            for r in story.attempts
+        ],  # fmt: skip
+        "No attempt in the ledger.",
+    )
+    out += _table(
+        "Holders seen",
+        ("who", "key", "first seen", "last seen", "gone by"),
+        [
+            (m(holder_name(h)), m(h.key), both(h.first_seen), both(h.last_seen), both(h.gone_by))
             for h in story.holders
-        ]
-    else:
-        out.append("None in the holder journal.")
-    out += ["", "## Audit", ""]
-    if story.audit:
-        out += ["| time | who | action | target | result |", "|---|---|---|---|---|"]
-        out += [
-            f"| {both(e.at)} | {m(e.os_user)}@{m(e.host)} | {m(e.action)} | {m(e.target)} "
-            f"| {m(e.result)} |"
+        ],
+        "None in the holder journal.",
+    )
+    out += _table(
+        "Audit",
+        ("time", "who", "action", "target", "result"),
+        [
+            (both(e.at), f"{m(e.os_user)}@{m(e.host)}", m(e.action), m(e.target), m(e.result))
             for e in story.audit
-        ]
-    else:
-        out.append("No audited action in the window.")
+        ],
+        "No audited action in the window.",
+    )
     out += ["", "## Alerts", ""]
     out += [f"- **{m(a.kind)}**: {m(a.message)}" for a in story.alerts] or ["None."]
     if story.duplicates:
@@ -109,3 +115,14 @@ def story_markdown(story: SlotStory, zone: tzinfo | None) -> str:
         out += ["", "## Could not be read", ""]
         out += [f"- {m(part)}: {m(why)}" for part, why in story.unknown]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _table(
+    title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], empty: str
+) -> list[str]:
+    """A markdown section: its title, then a table of `rows` (cells already escaped) or `empty`."""
+    out = ["", f"## {title}", ""]
+    if not rows:
+        return [*out, empty]
+    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
