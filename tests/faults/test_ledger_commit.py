@@ -174,3 +174,27 @@ def test_skip_across_a_crash(crash_db, strategy: str, commit: str, uid: str, tmp
         assert _row(url, ran.run.id) == ("succeeded", None)
     else:
         assert _row(url, ran.run.id) is not None
+
+
+def test_a_paused_row_across_a_crash(crash_db, uid: str, tmp_path) -> None:
+    """A paused job's attempt is recorded by a statement of its own (not the merged one): that
+    row does not wait for the flush either, so a crash right after it takes it back."""
+    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Pause
+
+    server, url = crash_db
+    config = _config(tmp_path / "lockconsole.toml", url, uid, "pg-session", "durable")
+    job = f"job_{uid}"
+    _warm(config, job)
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        Controls(ledger).pause(Pause(job, "crash test", "test@here", datetime.now(UTC)))
+    with server.quiet_wal():
+        with run_once(
+            job, config=str(config), slot=datetime.fromisoformat(SLOT), reuse_connections=False
+        ) as run:
+            assert not run.acquired and run.run.outcome == "paused"
+        assert _row(url, run.run.id) is not None  # visible to every session at once
+        server.crash()
+    assert _row(url, run.run.id) is None, "a paused row does not wait for the flush"
