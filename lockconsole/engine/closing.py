@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -182,6 +183,10 @@ class Deadlines:
     """Calls in flight and when each is due; the thread that cuts an overdue one loose."""
 
     def __init__(self) -> None:
+        self._forget()
+
+    def _forget(self) -> None:
+        """A fresh state (also in a forked child: the parent's watching thread is not there)."""
         self._due: dict[int, tuple[float, Callable[[], None]]] = {}
         self._tokens = itertools.count()
         self._changed = threading.Condition()
@@ -228,3 +233,16 @@ class Deadlines:
 
 
 DEADLINES = Deadlines()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's idle workers are not there (a call handed to one would
+    never run and always be overdue), so within() starts its own."""
+    global _IDLE_GUARD
+    _IDLE_GUARD = threading.Lock()
+    _IDLE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=DEADLINES._forget)
+    os.register_at_fork(after_in_child=_forget_workers)
