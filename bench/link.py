@@ -62,8 +62,15 @@ def _pump(client: socket.socket, server: socket.socket, delay: float) -> None:
             s.close()
 
 
+def _end_with_parent() -> None:
+    """Exit when the bench that started this process goes (its end of our stdin closes)."""
+    sys.stdin.buffer.read()
+    os._exit(0)
+
+
 def serve(target_port: int, delay: float) -> None:
     """Listen on 127.0.0.1, print the port, forward each connection to 127.0.0.1:target_port."""
+    threading.Thread(target=_end_with_parent, daemon=True).start()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((LOOPBACK, 0))
@@ -95,6 +102,7 @@ class LatencyProxy:
                 "--target-port",
                 str(target_port),
             ],
+            stdin=subprocess.PIPE,  # closed when the bench ends, however it ends
             stdout=subprocess.PIPE,
             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
             text=True,
@@ -105,6 +113,9 @@ class LatencyProxy:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
     def __enter__(self) -> LatencyProxy:
         return self
