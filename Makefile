@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test test-unit test-zones lint format bench soak screenshots clean
+.PHONY: demo test test-unit test-zones lint format bench bench-link soak screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lockconsole needs Python 3.11 or newer (set PYTHON=python3.x)")'
@@ -47,6 +47,11 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# run_once against the naive four over a link of about 1 ms round trip (LINK_DELAY_MS each way)
+LINK_DELAY_MS ?= 0.35
+bench-link: $(STAMP)
+	$(BIN)/python -m bench --link $(LINK_DELAY_MS)
 
 soak: $(STAMP)
 	LOCKCONSOLE_SOAK=long $(BIN)/python -m pytest tests/faults -k soak -s

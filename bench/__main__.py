@@ -1,5 +1,7 @@
 """`python -m bench [FIGURE ...]` (`make bench`): run every figure, or those named, and print
 one table (name, lockconsole, raw, ratio, target, verdict), also written to bench/results.json.
+`python -m bench --link 0.35` is the link mode: run_once against the naive four through a
+proxy that adds 0.35 ms each way (`make bench-link`); `link_cycle` is also part of every run.
 
 Figures run one after another, each closing its connections before the next starts (the
 contention and snapshot figures need most of max_connections for a few seconds).
@@ -18,6 +20,7 @@ from .common import RESULTS, Row, ensure_databases, table, write_results
 FIGURES = (
     "lock_cycle",
     "round_trips",
+    "link_cycle",
     "redis_cycle",
     "cold_start",
     "contention",
@@ -43,7 +46,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIGURE",
         help=f"which to run (default: all): {', '.join(FIGURES)}",
     )
+    parser.add_argument(
+        "--link",
+        metavar="DELAY_MS",
+        type=float,
+        help="the link mode: run_once against the naive four through a proxy that adds "
+        "DELAY_MS each way (default 0.35, about 1 ms round trip here); alone, or with the "
+        "figures named",
+    )
     args = parser.parse_args(argv)
+    if args.link is not None:
+        import os
+
+        os.environ["LOCKCONSOLE_BENCH_LINK_DELAY_MS"] = str(args.link)
+        args.figures = args.figures or ["link_cycle"]
     unknown = [f for f in args.figures if f not in FIGURES]
     if unknown:
         parser.error(f"unknown figure(s) {', '.join(unknown)} (choose from {', '.join(FIGURES)})")

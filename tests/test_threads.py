@@ -88,3 +88,33 @@ def test_the_request_server_imports_sqlalchemy_before_its_thread_starts(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
+def test_a_forked_child_starts_its_own_deadline_threads() -> None:
+    """A process forked after an attempt (the racers of a fleet, a pre-forking server) has none
+    of its parent's threads: its within() calls and DEADLINES must not wait on them (a call
+    handed to the parent's idle worker never ran and was always overdue, and no deadline
+    fired, so a hung peer could hold the child for ever)."""
+    import os
+
+    from lockconsole.engine.closing import DEADLINES, within
+
+    assert within(5, lambda: 1, "in the parent") == 1
+    with DEADLINES.bound(5, lambda: None):
+        pass
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report on the pipe, never return into pytest
+        try:
+            ran = within(3, lambda: "ran", "in the child")
+            fired = threading.Event()
+            with DEADLINES.bound(0.1, fired.set):
+                fired.wait(3)
+            os.write(write, f"{ran} {fired.is_set()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        said = answer.read()
+    os.waitpid(pid, 0)
+    assert said == "ran True"

@@ -107,6 +107,8 @@ class Attempt:
     output_cut: int = 0  # bytes of the job's output cut off before `output` begins
     reruns: list[datetime] = field(default_factory=list)  # abandoned slots to run again after
     rerun: Callable[[datetime], Attempt] | None = None  # begins one of them (rerun_abandoned)
+    _merged_tried: bool = False  # the merged finish ran on the caller's thread, left the rest
+    _finished: Finished | None = None  # what it did, when that is taken in on the worker
 
     @property
     def lost(self) -> threading.Event:
@@ -240,10 +242,12 @@ class Attempt:
         if "sqlite" in (self.ledger.dialect, self.lock.database.url.dialect):
             # a file, no peer to hang on, and its connections belong to the thread that made them
             return self._close_out(outcome, exit_code, message)
-        budget = self.job.check_timeout + LEDGER_RETRY_SECONDS + CONNECT_SECONDS
+        merged = self._merged_finish(outcome, exit_code, message)
+        if merged is not None:
+            return merged
         try:
             return within(
-                budget,
+                self._finish_budget(),
                 lambda: self._close_out(outcome, exit_code, message),
                 "recording the outcome",
                 stop=self.stop,
@@ -262,14 +266,79 @@ class Attempt:
             log_attempt(self.run.outcome, self.run)
             return self.run
 
+    def _merged_finish(
+        self, outcome: str, exit_code: int | None, message: str | None
+    ) -> Run | None:
+        """The usual finish, on this thread: the merged statement checks, records and releases
+        on the lock's own connection (handing it to a worker thread cost two thread switches
+        an attempt). It has the deadline the worker's call has (STOPPING_FINISH once a stop was
+        asked for; a stop asked while the statement runs does not shorten it): past it the
+        statement's socket is cut, the call returns with an error, and the attempt ends as a
+        finish that got no answer does. None when it does not apply (no merged statement, a
+        lock without a socket to cut, output to keep) or left more to do: the rest then goes on
+        a worker thread under its deadline, one statement at a time."""
+        lock, rounds = self.lock, self.rounds
+        if rounds is None or self.output or self._was_lost() or not hasattr(lock, "socket_fd"):
+            return None
+        abandon = getattr(lock, "abandon", None)
+        if lock is None or abandon is None:
+            return None
+        overdue = threading.Event()
+
+        def cut() -> None:
+            overdue.set()
+            abandon()
+
+        stopping = self.stopping is not None and self.stopping.is_set()
+        seconds = STOPPING_FINISH if stopping else self._finish_budget()
+        faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
+        self._merged_tried = True
+        try:
+            with DEADLINES.bound(seconds, cut):
+                faultpoints.reach("finish_before_record")  # one statement checks and records
+                finished = rounds.finish(
+                    self.ledger, self.run, outcome, exit_code=exit_code, message=message
+                )
+        except Exception as exc:  # as a failed merged statement: one statement at a time
+            log.debug("the merged finish failed: %s", exc)
+            finished = None
+        if overdue.is_set():
+            what = f"recording the outcome: no answer within {seconds:.1f} s"
+            log.warning("job %s: %s: the lock counts as lost", self.job.name, what)
+            self.lost.set()
+            self._cut_loose()
+            self.run = evolve(
+                self.run,
+                outcome="lock_lost",
+                exit_code=exit_code,
+                message=f"{what}; the ledger's row is closed by the next attempt (its end unknown)",
+            )
+            give_back(self.sessions, self.session_key, lock, self.ledger, keep=False)
+            log_attempt(self.run.outcome, self.run)
+            return self.run
+        if finished is None:
+            return None
+        if not (finished.held and finished.released and finished.outcome is not None):
+            self._finished = finished  # taken in on the worker: it may write again
+            return None
+        self._take_in(finished, outcome, exit_code, message)
+        self._release(True)
+        log_attempt(self.run.outcome, self.run)
+        return self.run
+
+    def _finish_budget(self) -> float:
+        """How long the finish's database steps may take in all."""
+        return self.job.check_timeout + LEDGER_RETRY_SECONDS + CONNECT_SECONDS
+
     def _close_out(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
         """Confirm the lock, record the outcome, release: the finish's database steps."""
         assert self.lock is not None
         clean = False
         try:
-            faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
-            finished = None
-            if self.rounds is not None and not self._was_lost():
+            if not self._merged_tried:
+                faultpoints.reach("finish_before_check")  # the job ended, the lock not checked
+            finished = self._finished
+            if self.rounds is not None and not self._was_lost() and not self._merged_tried:
                 faultpoints.reach("finish_before_record")  # one statement checks and records
                 finished = self.rounds.finish(
                     self.ledger, self.run, outcome, exit_code=exit_code, message=message

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -182,23 +183,33 @@ class Deadlines:
     """Calls in flight and when each is due; the thread that cuts an overdue one loose."""
 
     def __init__(self) -> None:
+        self._forget()
+
+    def _forget(self) -> None:
+        """A fresh state (also in a forked child: the parent's watching thread is not there)."""
         self._due: dict[int, tuple[float, Callable[[], None]]] = {}
         self._tokens = itertools.count()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._wakes_at = 0.0  # when the watching thread wakes next (it is told of an earlier due)
 
     @contextmanager
     def bound(self, seconds: float, cut: Callable[[], None]) -> Iterator[None]:
         """Within the block, `cut()` runs (on a thread of its own) once `seconds` have passed."""
         token = next(self._tokens)
+        due = time.monotonic() + seconds
         with self._changed:
-            self._due[token] = (time.monotonic() + seconds, cut)
+            self._due[token] = (due, cut)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._watch, name="lockconsole-deadlines", daemon=True
                 )
                 start_quiet(self._thread)
-            self._changed.notify()
+            if due < self._wakes_at or self._wakes_at == 0.0:
+                # woken only for a due before its next wake: one per attempt cost the run path
+                # two thread switches; a later due is found when it wakes
+                self._wakes_at = due
+                self._changed.notify()
         try:
             yield
         finally:
@@ -213,7 +224,8 @@ class Deadlines:
                 cuts = [self._due.pop(t)[1] for t in overdue]
                 if not cuts:
                     nearest = min((due for due, _ in self._due.values()), default=now + 60)
-                    self._changed.wait(max(0.01, nearest - now))
+                    self._wakes_at = max(now + 0.01, nearest)
+                    self._changed.wait(self._wakes_at - now)
                     continue
             for cut in cuts:
                 log.warning("a run-path statement got no answer in time: cutting it loose")
@@ -221,3 +233,16 @@ class Deadlines:
 
 
 DEADLINES = Deadlines()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's idle workers are not there (a call handed to one would
+    never run and always be overdue), so within() starts its own."""
+    global _IDLE_GUARD
+    _IDLE_GUARD = threading.Lock()
+    _IDLE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=DEADLINES._forget)
+    os.register_at_fork(after_in_child=_forget_workers)

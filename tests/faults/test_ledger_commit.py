@@ -5,10 +5,15 @@ back), the attempt runs, and the WAL writer is killed (-9), which makes the serv
 session and recover from the WAL on disk. What a commit waited for survives; what it did not
 wait for is lost. So the test shows both halves of the setting:
 
-- "durable" (the default): the attempt's row, its outcome and a skip all survive the crash;
+- "durable" (the default): the attempt's row and its outcome survive the crash;
 - "async": the "acquired" row still survives (it is flushed before the job starts), while the
-  outcome and a skip, which did not wait for the flush, are gone after the crash (the outcome
-  reads "acquired" again, as after a process killed before it could record its end).
+  outcome, which did not wait for the flush, is gone after the crash (the outcome reads
+  "acquired" again, as after a process killed before it could record its end).
+
+A skipped row never waits for the flush, whatever the setting (no job ran: losing it loses
+nothing that decides a run), so a crash right after a skip takes it back in both modes, on
+every PostgreSQL strategy; the acquired row and the outcome of the attempt that held the lock
+meanwhile survive it when durable.
 """
 
 from __future__ import annotations
@@ -118,19 +123,41 @@ def test_acquired_row_is_flushed_before_the_job_starts(
     assert _row(url, run.run.id)[0] == "lock_lost"  # type: ignore[index]
 
 
+def _hold(url: str, strategy: str, key: int, table: str) -> Any:
+    """Another instance's hold of the job's lock: its session's advisory lock, or a lease row."""
+    holder = psycopg.connect(url, autocommit=True)
+    if strategy == "lease":
+        holder.execute(
+            f"INSERT INTO {table} (name, lock_until, locked_at, locked_by) "  # the test's own table
+            "VALUES (%s, timezone('utc', now()) + interval '1 hour', timezone('utc', now()), "
+            "'another') "
+            "ON CONFLICT (name) DO UPDATE SET lock_until = excluded.lock_until, "
+            "locked_by = excluded.locked_by",
+            (str(key),),
+        )
+    else:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+    return holder
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("commit", ["durable", "async"])
-def test_skip_across_a_crash(crash_db, commit: str, uid: str, tmp_path) -> None:
-    """Another session holds the key: the skip is recorded and seen at once; after a crash it
-    is still there when durable, gone when async."""
+def test_skip_across_a_crash(crash_db, strategy: str, commit: str, uid: str, tmp_path) -> None:
+    """Another instance holds the lock: the skip is recorded and seen at once, and after a
+    crash it is gone in both modes (it did not wait for the flush); the acquired row and the
+    outcome of an attempt written before it, durable, are still there."""
     server, url = crash_db
-    config = _config(tmp_path / "lockconsole.toml", url, uid, "pg-session", commit)
+    config = _config(tmp_path / "lockconsole.toml", url, uid, strategy, commit)
     job = f"job_{uid}"
     _warm(config, job)
-    key = load_config(str(config)).job(job).key.value
+    cfg = load_config(str(config)).job(job)
+    key = cfg.key.value
+    with run_once(job, config=str(config), slot=datetime(2029, 6, 1, tzinfo=UTC),
+                  reuse_connections=False) as ran:  # fmt: skip
+        assert ran.acquired
     with server.quiet_wal():
-        holder = psycopg.connect(url, autocommit=True)
+        holder = _hold(url, strategy, key, f"shedlock_{uid}")
         try:
-            holder.execute("SELECT pg_advisory_lock(%s)", (key,))
             with run_once(
                 job,
                 config=str(config),
@@ -142,8 +169,32 @@ def test_skip_across_a_crash(crash_db, commit: str, uid: str, tmp_path) -> None:
             server.crash()
         finally:
             holder.close()
-    after = _row(url, run.run.id)
-    if commit == "durable":
-        assert after == ("skipped", "lock held by another session"), after
+    assert _row(url, run.run.id) is None, "a skip does not wait for the flush: the crash took it"
+    if commit == "durable":  # the attempt before it: its acquired row and outcome were flushed
+        assert _row(url, ran.run.id) == ("succeeded", None)
     else:
-        assert after is None, after
+        assert _row(url, ran.run.id) is not None
+
+
+def test_a_paused_row_across_a_crash(crash_db, uid: str, tmp_path) -> None:
+    """A paused job's attempt is recorded by a statement of its own (not the merged one): that
+    row does not wait for the flush either, so a crash right after it takes it back."""
+    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Pause
+
+    server, url = crash_db
+    config = _config(tmp_path / "lockconsole.toml", url, uid, "pg-session", "durable")
+    job = f"job_{uid}"
+    _warm(config, job)
+    cfg = load_config(str(config))
+    with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
+        Controls(ledger).pause(Pause(job, "crash test", "test@here", datetime.now(UTC)))
+    with server.quiet_wal():
+        with run_once(
+            job, config=str(config), slot=datetime.fromisoformat(SLOT), reuse_connections=False
+        ) as run:
+            assert not run.acquired and run.run.outcome == "paused"
+        assert _row(url, run.run.id) is not None  # visible to every session at once
+        server.crash()
+    assert _row(url, run.run.id) is None, "a paused row does not wait for the flush"

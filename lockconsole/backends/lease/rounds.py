@@ -58,7 +58,6 @@ class LeaseRounds(Rounds):
             key=None, key1=None, key2=None, got=None, claims=claims, here=False, session_id=None
         )
         params.update(held_message=SKIP_HELD, finished_at=now, finished=now)
-        params["async_commit"] = lock.job.ledger_commit == "async"
         try:
             with conn.pipeline():
                 first = conn.execute(tried, acquire.params({}))

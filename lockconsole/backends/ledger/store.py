@@ -191,7 +191,7 @@ class Ledger:
 
     def _returned_id(self, cur: Any) -> int:
         """The new row's id; its ports let a direct connection prepare its statements."""
-        new_id, server_port, client_port = cur.fetchone()
+        new_id, server_port, client_port = cur.fetchone()[:3]
         if not self._ports_seen:
             self._ports_seen = True
             prepare_if_direct(cur.connection, server_port, client_port)

@@ -101,7 +101,6 @@ def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dic
     params.update(_keys(lock))
     now = ledger.now()
     params.update(held_message=SKIP_HELD, finished_at=now, finished=now, **given)
-    params["async_commit"] = lock.job.ledger_commit == "async"
     return params
 
 

@@ -13,10 +13,10 @@
 -- snapshot: when the try was answered (got or not), the verdict is "paused", nothing is inserted,
 -- the lock (taken on this connection, %(here)s) is let go, and the pause's columns are answered so
 -- the runner records the paused attempt with the pause's own words.
--- [commit] With %(async_commit)s (the job's ledger_commit = "async"), a "skipped" verdict turns
--- synchronous_commit off for this transaction only: the skip is visible at once and does not wait
--- for the WAL flush. An "acquired" row always waits: the job never starts on a row that a crash
--- of the server could take back.
+-- [commit] A "skipped" verdict turns synchronous_commit off for this transaction only: the skip is
+-- visible at once and does not wait for the WAL flush (a crash of the server can take it back, and
+-- with it nothing that decides a run: no job ran). An "acquired" row always waits: the job never
+-- starts on a row that a crash of the server could take back.
 -- The column lists come from RUN_COLUMNS (see sqlfiles.run_column_lists).
 WITH tried AS MATERIALIZED (
     SELECT COALESCE(%(got)s::text, current_setting('lockconsole.got', true)) AS got
@@ -105,8 +105,7 @@ SELECT v.outcome,
        v.paused_at,
        v.paused_until,
        CASE
-           WHEN %(async_commit)s::boolean AND v.outcome = 'skipped'
-               THEN set_config('synchronous_commit', 'off', true)
+           WHEN v.outcome = 'skipped' THEN set_config('synchronous_commit', 'off', true)
        END,
        inet_server_port(),
        inet_client_port()
