@@ -7,12 +7,15 @@ them. The refresh and its state, the workers and quitting are the app's (LockCon
 The panes share the height by what they hold (`widgets/pane_heights.py`); the log is an
 overlay that never takes the holders' rows. What to do with a selection (describe, trigger,
 release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused action says why.
+The story of a slot, the alerts and time travel are `screens/story_actions.py`; while the
+clock is set back, a banner and the status line say THE PAST, and every mutation is refused.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
@@ -30,6 +33,7 @@ from lockconsole.tui.freshness import Freshness, freshness_of, pane_sources
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, history_rows, job_rows
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
+from lockconsole.tui.screens.story_actions import StoryActions
 from lockconsole.tui.state import job_names
 from lockconsole.tui.widgets.header import header_text
 from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING, HolderRows, layout
@@ -64,6 +68,7 @@ class DashboardScreen(Screen[None]):
         self._ages_second: int | None = None  # the clock's second the holders' ages were for
         self.maximised: str | None = None
         self.selection = SelectionActions(self)
+        self.stories = StoryActions(self)
         self.older = OlderRuns()  # history past the snapshot's page, read on "m"
         self.titles = {"jobs": "1 Jobs", "holders": "2 Lock holders", "history": "3 Run history"}
 
@@ -78,6 +83,7 @@ class DashboardScreen(Screen[None]):
         yield Static(id="header", markup=False)
         yield Static(id="status")
         yield Static(id="banner")
+        yield Static(id="past")  # THE PAST: shown while the clock is set back (time travel)
         with Vertical(id="panes"):
             yield PaneTable(JOB_COLUMNS, fixed=1, id="jobs")
             yield HoldersView(id="holders", clock=self.host.clock)
@@ -130,9 +136,13 @@ class DashboardScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # every key works; a mutation in --read-only mode is refused with a notice
+        if action == "now":  # offered (in the footer too) only while the past is shown
+            return self.host.past is not None
         return True
 
     def refused(self, what: str) -> bool:
+        if self.stories.refused_in_the_past(what):
+            return True
         if self.host.read_only:
             self.notify(f"{what} refused: the console is in --read-only mode", severity="warning")
             return True
@@ -225,6 +235,8 @@ class DashboardScreen(Screen[None]):
     def show_status(self) -> None:
         """Repaint the status line and the error banner from the app's refresh state."""
         host = self.host
+        if self.stories.show_past():  # the past's status and banner, not the live data's
+            return
         fresh = self.freshness()
         busy = None
         if host.refresh_started is not None:
@@ -388,6 +400,24 @@ class DashboardScreen(Screen[None]):
     def action_release(self) -> None:
         if not self.refused("force-release"):
             self.selection.release()
+
+    # --- the story of a slot, the alerts, time travel (story_actions.py) ----------------
+
+    def action_story(self) -> None:
+        self.stories.story()
+
+    def action_alerts(self) -> None:
+        self.stories.alerts()
+
+    def action_travel(self) -> None:
+        self.stories.travel()
+
+    def action_now(self) -> None:
+        self.stories.now()
+
+    def open_story(self, job: str, slot: datetime) -> None:
+        """The story of `job`'s `slot` (from the timeline, the alerts)."""
+        self.stories.open_story(job, slot)
 
 
 def _title(widget: Widget, title: str) -> None:
