@@ -280,6 +280,8 @@ class StoryScreen(Screen[None]):
         self.app.call_from_thread(self._show, story, error)
 
     def _show(self, story: SlotStory | None, error: str) -> None:
+        if not self.is_attached:  # closed while the story was read: nothing to show it on
+            return
         table = self.query_one("#story-events", DataTable)
         table.loading = False
         end = self.query_one("#story-end", Static)
