@@ -121,7 +121,7 @@ async def test_w_on_a_history_row_tells_that_slot_in_order_ending_with_its_verdi
         await pilot.pause()
         assert whole in text_of(app, "#story-detail")
         assert any(r[3] == "gone from 4242" and r[0] == "02:00:07.000" for r in rows)
-        end = text_of(app, "#story-end")
+        end = text_of(app, "#story-end") + " " + text_of(app, "#story-verdict")
         assert end.index("Alerts: 2") < end.index("Duplicate keys") < end.index("Verdict")
         assert "ran on 3 instances: web-1, web-2, web-3" in end
         assert "120 keys (240 surplus rows) carry its run ids: (1001, 2026-11) ×3" in end
@@ -214,7 +214,7 @@ async def test_parts_that_could_not_be_read_are_unknown_never_empty() -> None:
         assert "Duplicate keys: unknown: idempotency table: relation invoices does not exist" in end
         assert "none found" not in end
         assert "Unknown: holder journal (permission denied" in end
-        assert "told without the parts that could not be read" in end
+        assert "told without the parts that could not be read" in text_of(app, "#story-verdict")
         move_to_line(app, "run:801:end")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RunDetailScreen), what="run detail")

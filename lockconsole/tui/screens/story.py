@@ -5,7 +5,8 @@
         every field), T sets the dashboard's clock back to the selected line's moment (or the
         slot's), r reads the story again, Escape goes back
     story_lines(story, zone)    the account's lines, oldest first (pure)
-    story_end(story)            the alerts, the duplicate keys, what could not be read, the verdict
+    story_end(story)            the alerts, the duplicate keys, what could not be read (a line each)
+    story_verdict(story)        the verdict, last, whole
 
 The story is read by `ConsoleFacade.story` in a thread worker, never on the UI thread. Every text
 from a database is data (`sync_table`, `data_text`): never markup, control characters shown as
@@ -148,8 +149,9 @@ def _unknown(story: SlotStory, *prefixes: str) -> list[str]:
 
 
 def story_end(story: SlotStory) -> Text:
-    """The end of the story: the alerts it raised, the duplicate keys that carry its run ids,
-    the parts that could not be read, and the verdict. Every text from a database is data."""
+    """The end of the story before its verdict: the alerts it raised, the duplicate keys that
+    carry its run ids, the parts that could not be read; a line each (cut with '…', so the
+    verdict stays in view at 80x24). Every text from a database is data."""
     text = Text()
     text.append("Alerts: ", style="bold")
     if story.alerts:
@@ -180,7 +182,13 @@ def story_end(story: SlotStory) -> Text:
     if story.unknown:
         text.append("Unknown: ", style=ALARM)
         text.append(shown("; ".join(f"{part} ({why})" for part, why in story.unknown)) + "\n")
-    text.append("Verdict: ", style="bold")
+    text.rstrip()
+    return text
+
+
+def story_verdict(story: SlotStory) -> Text:
+    """The verdict, whole: exactly once, retried, double run with its overlap, missed, and why."""
+    text = Text("Verdict: ", style="bold")
     text.append(shown(story.verdict or story.status), style=STATUS_STYLE.get(story.status, "bold"))
     if story.unknown:
         text.append(" (told without the parts that could not be read)", style="dim")
@@ -211,17 +219,22 @@ class StoryScreen(Screen[None]):
     """One slot's story, read in a worker, newest facts at the end."""
 
     DEFAULT_CSS = """
-    StoryScreen #story-title { text-style: bold; background: $panel; padding: 0 1; }
-    StoryScreen #story-events { height: 1fr; min-height: 4; }
-    StoryScreen #story-detail { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
-    StoryScreen #story-end {
-        height: auto; max-height: 9; padding: 0 1; border-top: solid $panel-lighten-2;
+    StoryScreen #story-title {
+        text-style: bold; background: $panel; padding: 0 1;
+        text-wrap: nowrap; text-overflow: ellipsis;
     }
+    StoryScreen #story-events { height: 1fr; min-height: 4; }
+    StoryScreen #story-detail { height: auto; max-height: 2; padding: 0 1; color: $text-muted; }
+    StoryScreen #story-end {
+        height: auto; max-height: 8; padding: 0 1; border-top: solid $panel-lighten-2;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    StoryScreen #story-verdict { height: auto; max-height: 6; padding: 0 1; }
     """
     BINDINGS = [
         # Enter too: the table takes it first and selects the row (on_data_table_row_selected)
         Binding("i", "open", "Open", id="story_open"),
-        Binding("T", "travel", "Go to this moment", id="story_travel"),
+        Binding("T", "travel", "Travel", id="story_travel"),
         Binding("r", "reload", "Reload", id="story_reload"),
         Binding("escape", "back", "Back", id="story_back"),
     ]
@@ -249,6 +262,7 @@ class StoryScreen(Screen[None]):
         yield DataTable(id="story-events", cursor_type="row", zebra_stripes=True)
         yield Static(id="story-detail", markup=False)
         yield Static(Text("reading the story…", style="dim"), id="story-end")
+        yield Static(id="story-verdict")
         yield Footer()
 
     def _title(self) -> str:
@@ -297,6 +311,7 @@ class StoryScreen(Screen[None]):
         table.border_title = count
         self.query_one("#story-title", Static).update(self._title())
         end.update(story_end(story))
+        self.query_one("#story-verdict", Static).update(story_verdict(story))
         self._detail()
 
     # --- the selected line -------------------------------------------------------------
