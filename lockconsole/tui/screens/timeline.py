@@ -365,6 +365,10 @@ class TimelineScreen(Screen[None]):
             runs = self.slot_runs[self.slots[self.selected]]
             self.app.push_screen(RunDetailScreen(run, runs, self.zone))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the story is offered (in the footer too) when the opener can tell one
+        return self.open_story is not None if action == "story" else True
+
     def action_story(self) -> None:
         if not self.slots or self.open_story is None:
             self.notify("No slot to tell", severity="warning")
