@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -34,15 +34,13 @@ from textual.worker import Worker, WorkerState
 
 from lockconsole.config.checks import zone_named
 from lockconsole.engine.stopping import Stop, Stopped
-from lockconsole.model.views import Holder, RunFilter, Snapshot
+from lockconsole.model.views import Holder, Snapshot
 from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import app_bindings
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.tui.panes import prepared
-from lockconsole.tui.past import Past, past_snapshot
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
 from lockconsole.tui.state import carry_over, failed_databases, news
@@ -51,6 +49,7 @@ from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy, layout
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
     from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.tui.past import Past
 
 AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
@@ -261,6 +260,12 @@ class LockConsoleApp(App[int]):
 
     @work(thread=True, exclusive=True, group="time travel", exit_on_error=False)
     def _load_past(self, moment: datetime, came_from: str) -> None:
+        from datetime import timedelta
+
+        from lockconsole.model.views import RunFilter
+        from lockconsole.tui.panes import prepared
+        from lockconsole.tui.past import Past, past_snapshot
+
         config = self.facade.config
         errors: list[tuple[str, str]] = []
         try:

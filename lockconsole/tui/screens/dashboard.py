@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
@@ -50,6 +49,8 @@ from lockconsole.tui.widgets.tables import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from lockconsole.tui.app import LockConsoleApp
 
 PANES = ("jobs", "holders", "history")
