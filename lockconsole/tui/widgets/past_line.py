@@ -42,5 +42,8 @@ def past_status(past: Past, zone: tzinfo | None) -> Text:
     text.append(" │ not refreshing: live data would overwrite the past │ ")
     holders = len(past.snapshot.holders)
     runs = len(past.snapshot.runs)
-    text.append(f"{holders} holders journaled then, {runs} runs started by then")
+    text.append(
+        f"{holders} holder{'' if holders == 1 else 's'} journaled then, "
+        f"{runs} run{'' if runs == 1 else 's'} started by then"
+    )
     return text
