@@ -120,7 +120,7 @@ async def _drive(
         )
         for instance, outcome in (("web-2", "failed"), ("web-3", "succeeded")):
             rid = runs[instance].id
-            assert ("attempt", instance, f"run {rid}: took the lock") in whats
+            assert ("attempt", instance, f"run {rid}: acquired, started the job") in whats
             assert any(w[1] == instance and w[2].startswith(f"run {rid}: {outcome}") for w in whats)
         assert "billing run crashed" in next(
             w[2] for w in whats if w[1] == "web-2" and "failed" in w[2]

@@ -111,7 +111,7 @@ async def test_w_on_a_history_row_tells_that_slot_in_order_ending_with_its_verdi
         assert rows[0][1:3] == ["foreign", "psql pid 30412 from 10.0.9.4"]
         assert "held 4242 (seen 01:59:58–02:00:05) · outside lockconsole" in whats[0]
         for run_id in (801, 802, 803):
-            assert f"run {run_id}: took the lock" in whats
+            assert f"run {run_id}: acquired, started the job" in whats
             assert f"run {run_id}: succeeded, exit 0" in whats
         release = next(r for r in rows if r[1] == "audit")
         assert release[0] == "02:00:06.000" and release[3].startswith("release pg advisory")

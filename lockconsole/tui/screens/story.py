@@ -17,7 +17,7 @@ not be read is said to be unknown, with why, never shown as empty.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from lockconsole.model.jobs import GOT_LOCK, Run
-from lockconsole.model.story import holder_name
+from lockconsole.model.jobs import Run
+from lockconsole.model.story import events
 from lockconsole.model.views import AuditEntry, JournalEntry, SlotStory
 from lockconsole.text.safe import data_text, shown
 from lockconsole.text.times import stamp, zone_label
@@ -75,44 +75,29 @@ def is_foreign(h: JournalEntry) -> bool:
 
 
 def story_lines(story: SlotStory, zone: tzinfo | None = None) -> list[StoryLine]:
-    """The account, oldest first: each attempt's start and end, each holder the journal saw
-    (with its seen-interval in `zone`) and when it was gone, each audit entry; a part that
-    could not be read is a line of its own, "unknown", at the top."""
+    """The account, oldest first, in the words of the one telling (`model.story.events`): each
+    attempt's start and end, each holder the journal saw (its seen-interval in `zone`) and when
+    it was gone, each audit entry; each line knows the run, holding or entry it tells of. A part
+    that could not be read is a line of its own, "unknown", at the top."""
+    bare = replace(story, attempts=(), holders=(), audit=())
     lines: list[StoryLine] = []
     for run in story.attempts:
-        took = run.outcome in GOT_LOCK
-        what = "took the lock" if took else f"{run.outcome}: {run.message or 'the lock was held'}"
-        lines.append(
-            StoryLine(f"run:{run.id}:start", run.started_at, "attempt", run.instance,
-                      f"run {run.id}: {what}", run=run)
-        )  # fmt: skip
-        if took and run.finished_at is not None:
-            code = "" if run.exit_code is None else f", exit {run.exit_code}"
-            end = f"run {run.id}: {run.outcome}{code}" + (f": {run.message}" if run.message else "")
-            lines.append(
-                StoryLine(f"run:{run.id}:end", run.finished_at, "attempt", run.instance, end,
-                          run=run)
-            )  # fmt: skip
-        elif took:
-            lines.append(
-                StoryLine(f"run:{run.id}:end", story.taken_at, "attempt", run.instance,
-                          f"run {run.id}: still running", run=run)
-            )  # fmt: skip
+        for i, ev in enumerate(events(replace(bare, attempts=(run,)))):
+            key = f"run:{run.id}:{'start' if i == 0 else 'end'}"
+            lines.append(StoryLine(key, ev.at, "attempt", ev.who, ev.what, run=run))
     for h in story.holders:
         source = "foreign" if is_foreign(h) else "holder"
-        who = holder_name(h)
-        seen = seen_span(h, story.slot, zone)
-        held = f"held {h.key} ({seen})" + (" · outside lockconsole" if source == "foreign" else "")
-        lines.append(StoryLine(f"holder:{h.id}", h.first_seen, source, who, held, holder=h))
-        if h.gone_by is not None:
-            gone = f"gone from {h.key}"
-            lines.append(StoryLine(f"gone:{h.id}", h.gone_by, source, who, gone, holder=h))
+        for ev in events(replace(bare, holders=(h,))):
+            if ev.at == h.first_seen and ev.what.startswith("held "):  # its seen-interval in zone
+                what = f"held {h.key} ({seen_span(h, story.slot, zone)})"
+                what += " · outside lockconsole" if source == "foreign" else ""
+                lines.append(StoryLine(f"holder:{h.id}", ev.at, source, ev.who, what, holder=h))
+            else:
+                lines.append(StoryLine(f"gone:{h.id}", ev.at, source, ev.who, ev.what, holder=h))
     for e in story.audit:
-        said = f"{e.action} {e.target}: {e.result}" + (f" ({e.message})" if e.message else "")
-        lines.append(
-            StoryLine(f"audit:{e.database}:{e.id}", e.at, "audit", f"{e.os_user}@{e.host}", said,
-                      audit=e)
-        )  # fmt: skip
+        for ev in events(replace(bare, audit=(e,))):
+            key = f"audit:{e.database}:{e.id}"
+            lines.append(StoryLine(key, ev.at, "audit", ev.who, ev.what, audit=e))
     lines.sort(key=lambda line: (line.at or story.slot, line.key))
     unknown = [
         StoryLine(f"unknown:{i}", None, "unknown", part, f"unknown: {why}")
