@@ -331,6 +331,9 @@ async def test_T_on_a_story_line_shows_the_past_until_N_brings_back_now() -> Non
         await pilot.press("2", "x")
         await pilot.pause()
         assert any("force-release refused: the dashboard shows the past" in n for n in notices(app))
+        await pilot.press("1", "P")
+        await pilot.pause()
+        assert any("pause refused: the dashboard shows the past" in n for n in notices(app))
         assert isinstance(app.screen, DashboardScreen)
         # the footer offers the way back
         assert "N Back to now" in " ".join(screen_text(app).splitlines()[-1].split())
