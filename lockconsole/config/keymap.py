@@ -15,7 +15,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "timeline": "s",
     "story": "w",
     "alerts": "exclamation_mark",
-    "travel": "T",
+    "travel": "b",
     "now": "N",
     "filter": "slash",
     "audit": "a",

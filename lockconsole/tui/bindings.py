@@ -105,7 +105,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ),
     ConsoleAction(
         "travel",
-        "T",
+        "b",
         "travel",
         "Time travel",
         "Set the dashboard's clock back to a moment: holders as the journal saw them, history "

@@ -33,7 +33,7 @@ VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("help", ("question_mark",)),
     ("audit", ("a",)),
     ("story", ("night-story",)),
-    ("past", ("night-story", "down", "down", "down", "T")),  # at web-3's start, 02:00:00.600
+    ("past", ("night-story", "down", "down", "down", "b")),  # at web-3's start, 02:00:00.600
 )
 NIGHT = datetime(2026, 11, 27, 2, 0, tzinfo=UTC)  # the sample's unguarded night
 

@@ -82,7 +82,7 @@ SCREENS = [
     ("audit", ("a",), "AuditScreen", ()),
     ("story", ("3", "w"), "StoryScreen", ()),
     ("alerts", ("exclamation_mark",), "AlertsScreen", ()),
-    ("time travel question", ("T",), "TravelModal", ("tab",)),
+    ("time travel question", ("b",), "TravelModal", ("tab",)),
     ("pause", ("1", "home", "P"), "PauseModal", ("tab",)),
     ("release", ("2", "home", "x"), "ReleaseModal", ("tab",)),
 ]

@@ -122,7 +122,7 @@ async def test_the_story_and_the_past_keep_hostile_data_literal(size: tuple[int,
         assert_inert(app, "the run's output")
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen, what="the story again")
-        await pilot.press("T")
+        await pilot.press("b")
         await until(pilot, lambda: app.past is not None, what="the past")
         await settle(app, pilot)
         out = assert_inert(app, "the dashboard in the past")

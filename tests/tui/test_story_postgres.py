@@ -131,7 +131,7 @@ async def _drive(
         )
         assert f"held outside lockconsole by {FOREIGN} pid {foreign_pid}" in verdict
         assert not [u for u in story.unknown if u[0] == "holder journal"], story.unknown
-        # T on the moment the foreign session was seen holding the lock
+        # back to the moment the foreign session was seen holding the lock
         app.travel_to(held, "test")
         await until(pilot, lambda: app.past is not None, what="the past")
         await settle(app, pilot)

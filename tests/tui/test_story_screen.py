@@ -7,9 +7,9 @@ release, 120 duplicate keys); the same on a real PostgreSQL is test_story_postgr
   the audit; then the alerts, the duplicate keys, the verdict; Enter opens a run's output tail;
 - a part that could not be read says unknown, never empty; a story that cannot be read says so;
 - the story is read in a worker: the screen is up and keys work while the database is slow;
-- `T` on a line sets the dashboard's clock back: THE PAST banner and status, the journal's
+- `b` on a line sets the dashboard's clock back: THE PAST banner and status, the journal's
   holders and the history as of then, the refresh does not overwrite it, mutations are
-  refused; `N` comes back to now and refreshes; the dashboard's `T` asks for a moment;
+  refused; `N` comes back to now and refreshes; the dashboard's `b` asks for a moment;
 - the new keys are in the help, the footer offers `N` in the past, `[keys]` rebinds them.
 """
 
@@ -281,7 +281,7 @@ class CountingConsole(SampleConsole):
 
 
 @sync
-async def test_T_on_a_story_line_shows_the_past_until_N_brings_back_now() -> None:
+async def test_b_on_a_story_line_shows_the_past_until_N_brings_back_now() -> None:
     console = CountingConsole()
     app = app_for(console)
     async with app.run_test(size=SIZE) as pilot:
@@ -290,7 +290,7 @@ async def test_T_on_a_story_line_shows_the_past_until_N_brings_back_now() -> Non
         await story_on_screen(app, pilot)
         move_to_line(app, "audit:billing:0")  # the release, 02:00:06
         moment = NIGHT + timedelta(seconds=6)
-        await pilot.press("T")
+        await pilot.press("b")
         await until(pilot, lambda: app.past is not None, what="the past")
         await settle(app, pilot)
         assert isinstance(app.screen, DashboardScreen)
@@ -348,13 +348,13 @@ async def test_T_on_a_story_line_shows_the_past_until_N_brings_back_now() -> Non
 
 
 @sync
-async def test_T_on_the_dashboard_asks_for_a_moment_in_the_consoles_zone() -> None:
+async def test_b_on_the_dashboard_asks_for_a_moment_in_the_consoles_zone() -> None:
     console = CountingConsole()
     app = app_for(console)
     async with app.run_test(size=SIZE) as pilot:
         await first_data(app, pilot)
         select_history_run(app, 801)
-        await pilot.press("T")
+        await pilot.press("b")
         await until(pilot, lambda: isinstance(app.screen, TravelModal), what="the question")
         field = app.screen.query_one("#moment", Input)
         assert field.value == "2026-11-27 02:00:00.000", "the selected slot, filled in"
@@ -405,7 +405,7 @@ async def test_the_new_keys_are_in_the_help_and_rebound_by_the_keymap() -> None:
         select_history_run(app, 801)
         await pilot.press("y")
         await story_on_screen(app, pilot)
-        await pilot.press("T")  # the story screen's own key
+        await pilot.press("b")  # the story screen's own key
         await until(pilot, lambda: app.past is not None, what="the past")
         await settle(app, pilot)
         assert "n: back to now" in text_of(app, "#past")

@@ -2,7 +2,7 @@
 
     StoryScreen(facade, job, slot, zone=zone, travel=callback)
         Enter opens the selected line (an attempt: the run with its output tail; an audit entry:
-        every field), T sets the dashboard's clock back to the selected line's moment (or the
+        every field), b sets the dashboard's clock back to the selected line's moment (or the
         slot's), r reads the story again, Escape goes back
     story_lines(story, zone)    the account's lines, oldest first (pure)
     story_end(story)            the alerts, the duplicate keys, what could not be read (a line each)
@@ -219,7 +219,7 @@ class StoryScreen(Screen[None]):
     BINDINGS = [
         # Enter too: the table takes it first and selects the row (on_data_table_row_selected)
         Binding("i", "open", "Open", id="story_open"),
-        Binding("T", "travel", "Travel", id="story_travel"),
+        Binding("b", "travel", "Travel there", id="story_travel"),
         Binding("r", "reload", "Reload", id="story_reload"),
         Binding("escape", "back", "Back", id="story_back"),
     ]
@@ -341,7 +341,7 @@ class StoryScreen(Screen[None]):
             self.app.push_screen(AuditDetailScreen(line.audit, zone=self.zone))
 
     def moment(self) -> datetime:
-        """The moment T goes to: the selected line's, else the slot's."""
+        """The moment b goes back to: the selected line's, else the slot's."""
         line = self.selected_line()
         return line.at if line is not None and line.at is not None else self.slot
 

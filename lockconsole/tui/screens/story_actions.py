@@ -3,9 +3,9 @@
     StoryActions(dashboard)   story(), alerts(), travel(), now(), show_past(), refused_in_the_past()
 
 `w` opens the story of the selected slot: the history row's (a scheduled run's slot), else the
-selected job's newest slot. `!` lists the alerts; an alert of a job's slot opens its story. `T`
+selected job's newest slot. `!` lists the alerts; an alert of a job's slot opens its story. `b`
 asks for a moment (the selected slot's filled in) and sets the dashboard's clock back to it; the
-story screen's `T` goes to the moment of its selected line. `N` comes back to now. While the
+story screen's `b` goes to the moment of its selected line. `N` comes back to now. While the
 dashboard shows the past, every mutation is refused: the holders shown are the journal's, not
 sessions that can be ended now.
 """
