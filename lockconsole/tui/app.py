@@ -9,6 +9,11 @@ database never blocks a key press. The first frame is the empty layout; data fol
 The default screen, DashboardScreen, owns the panes with their keys and actions; the app
 keeps what every screen shares: quitting, help, the palette, the refresh and its state, and
 the workers.
+
+Time travel: `travel_to(moment)` sets the dashboard's clock back (`clock()` is the moment then;
+`wall_clock()` is always now): a worker reads the holders the holder journal saw then and the
+history as of then, the past is shown instead of the live data, and the refresh stops until
+`back_to_now()` (the live data kept meanwhile comes back first, then a refresh follows).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config
     from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.tui.past import Past
 
 AGES_EVERY = 1.0  # seconds between repaints of the ages on screen
 TOAST_WIDTH = 600  # terminal cells of a notification at most (a long error ends in '…')
@@ -77,7 +83,10 @@ class LockConsoleApp(App[int]):
         default = settings.refresh.total_seconds()
         self.refresh_interval = float(refresh if refresh is not None else default)
         self.user_keymap = dict(keymap if keymap is not None else console.config.keymap)
-        self.clock = clock or (lambda: datetime.now(UTC))
+        self.wall_clock = clock or (lambda: datetime.now(UTC))  # now, always
+        self.clock = self._dashboard_clock  # the dashboard's: the past moment while there
+        self.past: Past | None = None  # the dashboard's clock set back (time travel)
+        self._live: Snapshot | None = None  # the live data, kept while the past is shown
         self.zone: tzinfo = zone_named(settings.timezone)  # the one zone times are shown in
         self.snapshot: Snapshot | None = None  # what is on screen (last good data kept)
         self.errors: dict[str, str] = {}  # database (or "refresh") -> the error now
@@ -131,7 +140,10 @@ class LockConsoleApp(App[int]):
     # --- refresh -----------------------------------------------------------------------
 
     def _tick(self) -> None:
-        """Start a refresh unless one is still running (a slow database never stacks them)."""
+        """Start a refresh unless one is still running (a slow database never stacks them);
+        none while the dashboard shows the past (live data would overwrite it)."""
+        if self.past is not None:
+            return
         if self.refresh_started is not None:
             self.skipped_ticks += 1
             self._show_status()
@@ -179,6 +191,9 @@ class LockConsoleApp(App[int]):
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         if not self.dashboard.is_attached or not self.dashboard.children:
             return  # the app is closing: its screens are gone, nothing is shown any more
+        if self.past is not None:  # a refresh that was out when the clock went back
+            self._live = message.snapshot  # kept for the way back to now, not shown
+            return
         snap = message.snapshot
         self.last_took = message.took
         failed = failed_databases(snap)
@@ -248,6 +263,87 @@ class LockConsoleApp(App[int]):
                 self._timer.resume()
                 self._tick()
         self._show_status()
+
+    # --- time travel: the dashboard's clock set back ------------------------------------
+
+    def _dashboard_clock(self) -> datetime:
+        """The dashboard's now: the moment it shows while in the past, else the wall clock."""
+        past = self.past
+        return past.moment if past is not None else self.wall_clock()
+
+    def travel_to(self, moment: datetime, came_from: str = "") -> None:
+        """Set the dashboard's clock back to `moment`: the screens above it close, and a worker
+        reads the holders the journal saw then and the history as of then."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.log_line(f"time travel to {clock(moment, moment, self.zone)}: reading…", show=False)
+        self._load_past(moment, came_from)
+
+    @work(thread=True, exclusive=True, group="time travel", exit_on_error=False)
+    def _load_past(self, moment: datetime, came_from: str) -> None:
+        from datetime import timedelta
+
+        from lockconsole.model.views import RunFilter
+        from lockconsole.tui.panes import prepared
+        from lockconsole.tui.past import Past, past_snapshot
+
+        config = self.facade.config
+        errors: list[tuple[str, str]] = []
+        try:
+            entries, unread = self.facade.holders_at(moment)
+            errors += [(f"holder journal of {name}", why) for name, why in unread]
+        except Exception as exc:  # said in the banner: the holders of then are unknown
+            entries = []
+            errors.append(("holder journal", " ".join(str(exc).split())))
+        until = RunFilter(until=moment + timedelta(microseconds=1))  # started by then
+        try:
+            runs = self.facade.history(limit=config.console.history_limit, where=until)
+        except Exception as exc:
+            runs = []
+            errors.append(("history", " ".join(str(exc).split())))
+        snap = past_snapshot(config, moment, entries, runs, errors, self.zone)
+        past = Past(moment, prepared(snap), tuple(errors), came_from)
+        self.call_from_thread(self._show_past, past)
+
+    def _show_past(self, past: Past) -> None:
+        if self.past is None:
+            self._live = self.snapshot
+        self.past = past
+        self.snapshot = past.snapshot
+        where = f" ({past.came_from})" if past.came_from else ""
+        self.log_line(
+            f"showing the past: {clock(past.moment, past.moment, self.zone)}{where}", show=False
+        )
+        self._repaint()
+
+    def back_to_now(self) -> bool:
+        """Back to the live data and the refresh; False when the dashboard shows now already."""
+        if self.past is None:
+            return False
+        self.past = None
+        self.snapshot, self._live = self._live, None
+        self.log_line("back to now", show=False)
+        self._repaint()
+        self._tick()
+        return True
+
+    def _repaint(self) -> None:
+        try:
+            with self.batch_update():
+                self.dashboard.show_data()
+                self._show_status()
+                self.dashboard.refresh_bindings()  # the footer offers N only in the past
+        except NoMatches:  # the app is shutting down: its panes are gone
+            pass
+
+    def key_for(self, binding_id: str) -> str:
+        """How the key of a dashboard action is shown, as the keymap binds it ('N')."""
+        from textual.binding import Binding
+
+        from lockconsole.tui.bindings import ACTIONS
+
+        default = next(a.key for a in ACTIONS if a.id == binding_id)
+        return self.get_key_display(Binding(self._keymap.get(binding_id, default), ""))
 
     # --- help --------------------------------------------------------------------------
 
@@ -356,7 +452,7 @@ class LockConsoleApp(App[int]):
             return
         if show:
             log.add_class("-shown")
-        now = self.clock()
+        now = self.wall_clock()
         log.write(shown(f"{clock(now, now, self.zone)} {line}"))
 
     def notify(

@@ -85,6 +85,43 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         show=False,
     ),
     ConsoleAction(
+        "story",
+        "w",
+        "story",
+        "Story",
+        "Tell the story of the selected slot (a history row, else the job's newest): attempts, "
+        "holders, audit, alerts, duplicate keys, verdict",
+        "what happened incident postmortem account slot verdict double run holders journal",
+        show=False,
+    ),
+    ConsoleAction(
+        "alerts",
+        "exclamation_mark",
+        "alerts",
+        "Alerts",
+        "List the alerts; enter on one of a job's slot tells that slot's story",
+        "alerts problems double run missed failed story",
+        show=False,
+    ),
+    ConsoleAction(
+        "travel",
+        "b",
+        "travel",
+        "Time travel",
+        "Set the dashboard's clock back to a moment: holders as the journal saw them, history "
+        "as of then",
+        "past history back then who held journal moment time travel",
+        show=False,
+    ),
+    ConsoleAction(
+        "now",
+        "N",
+        "now",
+        "Back to now",
+        "Back to now from the past: live data and the refresh again",
+        "present live current time travel return",
+    ),
+    ConsoleAction(
         "filter",
         "slash",
         "filter",

@@ -68,9 +68,14 @@ class SampleConsole:
     ) -> list[Run]:
         def kept(r: Run) -> bool:
             w = where or RunFilter()
-            return (job is None or r.job == job) and all(
-                v is None or getattr(r, k) == v
-                for k, v in (("instance", w.instance), ("outcome", w.outcome), ("slot", w.slot))
+            return (
+                (job is None or r.job == job)
+                and all(
+                    v is None or getattr(r, k) == v
+                    for k, v in (("instance", w.instance), ("outcome", w.outcome), ("slot", w.slot))
+                )
+                and (w.since is None or r.started_at >= w.since)
+                and (w.until is None or r.started_at < w.until)
             )
 
         return [r for r in self._snapshot.runs if kept(r)][:limit]

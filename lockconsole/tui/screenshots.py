@@ -3,13 +3,15 @@
 The console runs headless on the fixed sample data set (SampleConsole, frozen clock) at
 120x40, is driven by keys like an operator, and saves each view with App.save_screenshot:
 dashboard, release modal, the describe screens of the stale holder and of a job, duplicates
-screen, timeline, help, audit. `make screenshots` runs it.
+screen, timeline, help, audit, the story of the unguarded night (2026-11-27 02:00 UTC) and the
+dashboard with its clock set back into that night. `make screenshots` runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,10 @@ VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("timeline", ("1", "s")),
     ("help", ("question_mark",)),
     ("audit", ("a",)),
+    ("story", ("night-story",)),
+    ("past", ("night-story", "down", "down", "down", "b")),  # at web-3's start, 02:00:00.600
 )
+NIGHT = datetime(2026, 11, 27, 2, 0, tzinfo=UTC)  # the sample's unguarded night
 
 
 async def _settle(app: LockConsoleApp, pilot: Any) -> None:
@@ -55,6 +60,8 @@ async def _shoot(folder: Path, name: str, keys: tuple[str, ...], size: tuple[int
                         if r.holder is not None and r.holder.stale
                     )
                 )
+            elif key == "night-story":  # the story of the unguarded night, as `w` opens it
+                app.dashboard.open_story("nightly_billing", NIGHT)
             else:
                 await pilot.press(key)
             await _settle(app, pilot)

@@ -38,7 +38,12 @@ async def test_other_screens_keep_quit_in_view_at_80_columns() -> None:
     app = app_for(SampleConsole())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
-        for key, screen in (("a", "AuditScreen"), ("question_mark", "HelpScreen")):
+        for key, screen in (
+            ("a", "AuditScreen"),
+            ("question_mark", "HelpScreen"),
+            ("w", "StoryScreen"),
+            ("exclamation_mark", "AlertsScreen"),
+        ):
             await pilot.press(key)
             await settle(app, pilot)
             assert type(app.screen).__name__ == screen

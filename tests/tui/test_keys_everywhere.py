@@ -80,6 +80,9 @@ SCREENS = [
     ("trigger question", ("1", "t"), "TriggerModal", ()),
     ("rerun a slot", ("3", "home", "t"), "TriggerModal", ()),
     ("audit", ("a",), "AuditScreen", ()),
+    ("story", ("3", "w"), "StoryScreen", ()),
+    ("alerts", ("exclamation_mark",), "AlertsScreen", ()),
+    ("time travel question", ("b",), "TravelModal", ("tab",)),
     ("pause", ("1", "home", "P"), "PauseModal", ("tab",)),
     ("release", ("2", "home", "x"), "ReleaseModal", ("tab",)),
 ]

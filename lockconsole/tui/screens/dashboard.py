@@ -7,6 +7,8 @@ them. The refresh and its state, the workers and quitting are the app's (LockCon
 The panes share the height by what they hold (`widgets/pane_heights.py`); the log is an
 overlay that never takes the holders' rows. What to do with a selection (describe, trigger,
 release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused action says why.
+The story of a slot, the alerts and time travel are `screens/story_actions.py`; while the
+clock is set back, a banner and the status line say THE PAST, and every mutation is refused.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
 from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, job_cells
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
+from lockconsole.tui.screens.story_actions import StoryActions
 from lockconsole.tui.state import job_names
 from lockconsole.tui.widgets.header import header_text
 from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING
@@ -43,6 +46,8 @@ from lockconsole.tui.widgets.table_model import Cell
 from lockconsole.tui.widgets.tables import next_sort, sort_note
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from lockconsole.tui.app import LockConsoleApp
 
 PANES = ("jobs", "holders", "history")
@@ -63,6 +68,7 @@ class DashboardScreen(Screen[None]):
         self._ages_second: int | None = None  # the clock's second the holders' ages were for
         self.maximised: str | None = None
         self.selection = SelectionActions(self)
+        self.stories = StoryActions(self)
         self.older = OlderRuns()  # history past the snapshot's page, read on "m"
         self.titles = {"jobs": "1 Jobs", "holders": "2 Lock holders", "history": "3 Run history"}
 
@@ -77,6 +83,7 @@ class DashboardScreen(Screen[None]):
         yield Static(id="header", markup=False)
         yield Static(id="status")
         yield Static(id="banner")
+        yield Static(id="past")  # THE PAST: shown while the clock is set back (time travel)
         with Vertical(id="panes"):
             yield PaneTable(JOB_COLUMNS, fixed=1, id="jobs")
             yield HoldersView(id="holders", clock=self.host.clock)
@@ -130,9 +137,13 @@ class DashboardScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # every key works; a mutation in --read-only mode is refused with a notice
+        if action == "now":  # offered (in the footer too) only while the past is shown
+            return self.host.past is not None
         return True
 
     def refused(self, what: str) -> bool:
+        if self.stories.refused_in_the_past(what):
+            return True
         if self.host.read_only:
             self.notify(f"{what} refused: the console is in --read-only mode", severity="warning")
             return True
@@ -242,6 +253,8 @@ class DashboardScreen(Screen[None]):
     def show_status(self) -> None:
         """Repaint the status line and the error banner from the app's refresh state."""
         host = self.host
+        if self.stories.show_past():  # the past's status and banner, not the live data's
+            return
         fresh = self.freshness()
         busy = None
         if host.refresh_started is not None:
@@ -405,6 +418,24 @@ class DashboardScreen(Screen[None]):
     def action_release(self) -> None:
         if not self.refused("force-release"):
             self.selection.release()
+
+    # --- the story of a slot, the alerts, time travel (story_actions.py) ----------------
+
+    def action_story(self) -> None:
+        self.stories.story()
+
+    def action_alerts(self) -> None:
+        self.stories.alerts()
+
+    def action_travel(self) -> None:
+        self.stories.travel()
+
+    def action_now(self) -> None:
+        self.stories.now()
+
+    def open_story(self, job: str, slot: datetime) -> None:
+        """The story of `job`'s `slot` (from the timeline, the alerts)."""
+        self.stories.open_story(job, slot)
 
 
 def _title(widget: Widget, title: str) -> None:

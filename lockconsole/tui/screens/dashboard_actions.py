@@ -71,6 +71,8 @@ class Dashboard(Protocol):
 
     def show_data(self) -> None: ...
 
+    def open_story(self, job: str, slot: datetime) -> None: ...
+
     def run_worker(
         self,
         work: Callable[[], None],
@@ -205,7 +207,10 @@ class SelectionActions:
             return
         from lockconsole.tui.screens.timeline import TimelineScreen
 
-        host.push_screen(TimelineScreen(snapshot, job, now=host.clock(), zone=host.zone))
+        screen = TimelineScreen(
+            snapshot, job, now=host.clock(), zone=host.zone, story=self.dashboard.open_story
+        )
+        host.push_screen(screen)
 
     # --- mutations: asked here, run by the app's workers --------------------------------
 

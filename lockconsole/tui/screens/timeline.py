@@ -7,14 +7,16 @@ running one reaches `now`) on a time axis shared by every slot (offset from the 
 scaled to the screen's width; a skipped attempt is a small mark. When more than one instance
 got the lock in a slot (a double run) its bars are red; lock_lost and failed have their own
 colours. Up/down move between slots, left/right between the runs of a slot, Enter opens the
-run, Escape goes back. It opens on the newest slot and redraws with every refresh of the
-dashboard (show_snapshot), keeping the slot selected.
+run, w tells the selected slot's story (screens/story.py), Escape goes back. It opens on the
+newest slot and redraws with every refresh of the dashboard (show_snapshot), keeping the slot
+selected.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
 
 from rich.text import Text
@@ -229,6 +231,7 @@ class TimelineScreen(Screen[None]):
         Binding("left,h", "run(-1)", "Prev run", id="timeline_previous_run"),
         Binding("right,l", "run(1)", "Next run", id="timeline_next_run"),
         Binding("enter", "open_run", "Details", id="timeline_open_run"),
+        Binding("w", "story", "Story", id="timeline_story"),
         Binding("escape", "back", "Back", id="timeline_back"),
     ]
 
@@ -240,10 +243,12 @@ class TimelineScreen(Screen[None]):
         now: datetime,
         slot: datetime | None = None,
         zone: tzinfo | None = None,
+        story: Callable[[str, datetime], None] | None = None,
     ) -> None:
         super().__init__()
         self.job = job
         self.zone = zone
+        self.open_story = story  # tells a slot's story (None: not offered)
         self._load(snapshot, now)
         wanted = self.slots.index(slot) if slot in self.slots else None
         self.selected = wanted if wanted is not None else 0  # the newest slot
@@ -359,6 +364,16 @@ class TimelineScreen(Screen[None]):
         if run is not None:
             runs = self.slot_runs[self.slots[self.selected]]
             self.app.push_screen(RunDetailScreen(run, runs, self.zone))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the story is offered (in the footer too) when the opener can tell one
+        return self.open_story is not None if action == "story" else True
+
+    def action_story(self) -> None:
+        if not self.slots or self.open_story is None:
+            self.notify("No slot to tell", severity="warning")
+            return
+        self.open_story(self.job, self.slots[self.selected])
 
     def action_back(self) -> None:
         self.dismiss(None)

@@ -21,6 +21,7 @@ from rich.text import Text
 from lockconsole.model.views import Holder
 from lockconsole.text import times
 from lockconsole.text.safe import data_text
+from lockconsole.tui.past import JOURNAL
 
 DETAIL_WIDTH = 2000  # terminal cells of one detail (a 10 KB query ends in '…')
 
@@ -142,8 +143,10 @@ def holder_details(holder: Holder, blocks: Sequence[int] = (), zone: tzinfo | No
         waits = ", ".join(str(p) for p in holder.blocked_by)
         add("waits for", f"pid {waits}" if waits else "? (the holder is not visible)")
     if holder.hidden:
+        # a holder of the past (time travel) carries what the journal saw of it there
+        label = "journal" if holder.source == JOURNAL else "hidden"
         grid.add_row(
-            Text("hidden", style="bold"),
+            Text(label, style="bold"),
             data_text(holder.hidden, style="italic", limit=DETAIL_WIDTH),
         )
     return grid
