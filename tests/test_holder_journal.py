@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401  (fixtures)
 
 from lockconsole.backends.ledger import journal as store
 from lockconsole.console.facade import Console
@@ -348,3 +349,37 @@ def test_a_sqlite_ledger_keeps_the_journal(own_database, uid, tmp_path):  # type
         seen.taken_at,
     )
     assert (entry.last_seen, entry.gone_by) == (again.taken_at, gone.taken_at)
+
+
+@pytest.mark.parametrize("kind", ["lease", "redis"])
+def test_lease_rows_and_redis_keys_are_journaled(own_database, uid, kind, request):  # type: ignore[no-untyped-def]
+    """A ShedLock-style lease row and a Redis key, held by a real attempt, are journaled as
+    they come and go, like an advisory lock."""
+    from lockconsole import run_once
+    from lockconsole.config.loader import parse_config
+
+    job = f"held_{uid}"
+    if kind == "redis":
+        from redis_fixture import redis_job_config
+
+        config = parse_config(
+            redis_job_config(own_database, request.getfixturevalue("redis_url"), job)
+        )
+        home = "ledger"
+    else:
+        config = parse_config(
+            f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "lease"\n'
+            f'lease_table = "shedlock_{uid}"\nonce_per_slot = false\n'
+        )
+        home = "main"
+    with Console(config, journal=True) as console:
+        console.snapshot(duplicates=False)
+        with run_once(job, config=config, instance="web-1") as attempt:
+            assert attempt.acquired
+            held = console.snapshot(duplicates=False)
+        gone = console.snapshot(duplicates=False)
+        engine = console.connections.ledger(home).sa_engine()
+        entries = store.held_at(engine, held.taken_at, job=job)
+    assert [(e.kind, e.first_seen, e.gone_by) for e in entries] == [
+        (kind, held.taken_at, gone.taken_at)
+    ]
