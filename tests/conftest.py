@@ -116,6 +116,7 @@ SLOW_FILES_FIRST = (
     "tui/test_hostile_tmux.py",
     "test_hostile_cli.py",
     "faults/test_many_instances.py",
+    "test_init.py",
     # then by their time in a parallel run, longest first
     "test_secret_scan.py",
     "test_cli_output.py",
@@ -148,15 +149,19 @@ SLOW_FILES_FIRST = (
 )
 
 
-# Files that each open dozens of PostgreSQL sessions at once (a hostile world holds a session
-# per corpus string; test_hostile_cli builds two): under pytest-xdist they run one after another
-# on one worker, so that together they stay under the server's max_connections (100 by
-# default). They form one unit of work, at its first file's place in SLOW_FILES_FIRST.
+# Files that must not run beside each other. Each hostile world opens a PostgreSQL session per
+# corpus string and holds 27 GET_LOCK names, which are the whole MariaDB server's
+# (test_hostile_cli builds two worlds); test_many_instances runs 16 processes at a time; and
+# `init` offers only the first 20 held keys of the MariaDB server as jobs, so other sessions'
+# names can push test_init's own key out. Under pytest-xdist they run one after another on one
+# worker, which also keeps them together under PostgreSQL's max_connections (100 by default).
+# They form one unit of work, at its first file's place in SLOW_FILES_FIRST.
 ONE_WORKER = (
     "tests/tui/test_hostile_screens.py",
     "tests/tui/test_hostile_tmux.py",
     "tests/test_hostile_cli.py",
     "tests/faults/test_many_instances.py",
+    "tests/test_init.py",
 )
 
 
