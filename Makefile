@@ -19,15 +19,17 @@ demo: $(STAMP)
 	$(BIN)/lockconsole demo $(ARGS)
 
 # The whole suite, in this one process by default. TEST_WORKERS=3 runs it on three pytest-xdist
-# workers, a test file per worker at a time: about twice as fast on two cores, but not yet
-# proven reliable (some tests still share server-wide state), so CI stays serial for now.
+# workers, a test file per worker at a time (tests/conftest.py orders and groups the files):
+# about twice as fast on two cores, but not yet three green runs in a row, so CI stays serial.
 TEST_WORKERS ?= 0
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The unit tier: pure tests, no server (the `unit` mark, set by tests/conftest.py), under a minute.
+# The unit tier: pure tests, no server (the `unit` mark, set by tests/conftest.py), on two
+# pytest-xdist workers a test at a time (they share nothing), under a minute on two cores.
+UNIT_WORKERS ?= 2
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m unit -n $(UNIT_WORKERS) --dist load $(PYTEST_ARGS)
 
 # The ledger, time and schedule tests again in a zone far from UTC (+13:45, with DST): a time
 # stored or compared in local time instead of UTC passes under TZ=UTC and fails here.

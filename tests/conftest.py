@@ -111,19 +111,73 @@ UNIT_EXCLUDED = frozenset(
 # is left with one of them at the end while the others are idle. Only the order of whole files
 # changes: the tests of a file keep theirs. A file missing here just keeps its place.
 SLOW_FILES_FIRST = (
-    "faults/test_soak.py",
-    "faults/test_soak_redis.py",
-    "test_install.py",
+    # the unit of ONE_WORKER (below), the longest
     "tui/test_hostile_screens.py",
     "tui/test_hostile_tmux.py",
-    "test_demo.py",
-    "tui/test_demo_console.py",
-    "test_exit_codes.py",
-    "test_stop.py",
-    "test_hung_peer.py",
+    "test_hostile_cli.py",
+    "faults/test_many_instances.py",
+    "test_init.py",
+    # then by their time in a parallel run, longest first
+    "test_secret_scan.py",
+    "test_cli_output.py",
+    "test_slot_statuses.py",
     "test_prune.py",
+    "test_exit_codes.py",
+    "test_audit_trail.py",
+    "test_prune_guards.py",
+    "test_controls.py",
+    "test_requests.py",
+    "test_security.py",
+    "faults/test_exactly_once.py",
+    "tui/test_consequences.py",
+    "test_ledger.py",
+    "test_log_formats.py",
+    "faults/test_faults.py",
+    "test_cli_views.py",
+    "test_stop.py",
+    "test_demo.py",
+    "faults/test_ledger_commit.py",
+    "test_lease.py",
+    "tui/test_steering.py",
     "tui/test_keys_everywhere.py",
+    "test_broken_pipe.py",
+    "test_install.py",
+    "faults/test_soak.py",
+    "faults/test_soak_redis.py",
+    "tui/test_demo_console.py",
+    "test_hung_peer.py",
 )
+
+
+# Files that must not run beside each other. Each hostile world opens a PostgreSQL session per
+# corpus string and holds 27 GET_LOCK names, which are the whole MariaDB server's
+# (test_hostile_cli builds two worlds); test_many_instances runs 16 processes at a time; and
+# `init` offers only the first 20 held keys of the MariaDB server as jobs, so other sessions'
+# names can push test_init's own key out. Under pytest-xdist they run one after another on one
+# worker, which also keeps them together under PostgreSQL's max_connections (100 by default).
+# They form one unit of work, at its first file's place in SLOW_FILES_FIRST.
+ONE_WORKER = (
+    "tests/tui/test_hostile_screens.py",
+    "tests/tui/test_hostile_tmux.py",
+    "tests/test_hostile_cli.py",
+    "tests/faults/test_many_instances.py",
+    "tests/test_init.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """--dist loadfile, with the files of ONE_WORKER as a single unit of work."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return ONE_WORKER[0] if scope in ONE_WORKER else scope
+
+    return Scheduling(config, log)  # type: ignore[arg-type]
 
 
 def _file_rank(item: pytest.Item) -> int:
@@ -157,7 +211,25 @@ class _UnitTierGuard:
             )
 
 
+# The terminal size a pytest-xdist worker finds in its environment is not the one the run was
+# started with (COLUMNS=80 and LINES=24 appear there): a CLI subprocess would then cut its
+# piped columns to 80, as it never does under a serial run. The controller hands its own
+# values to each worker, which puts them back.
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}  # type: ignore[attr-defined]
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    size = getattr(config, "workerinput", {}).get("terminal_size")
+    for name, value in (size or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     if config.option.markexpr == "unit":
         config.pluginmanager.register(_UnitTierGuard(), "lockconsole-unit-tier-guard")
 
@@ -267,6 +339,20 @@ def own_postgres() -> Iterator[object]:
         raise
     yield server
     server.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def reachable_tmp() -> Iterator[Path]:
+    """A temporary folder outside pytest's basetemp, for files another user must reach: as root,
+    embedded PostgreSQL runs its server and pg_ctl as a user of its own, and opens the folders
+    above its files for it; every pytest session that starts (another worker's inner pytest,
+    another checkout's run) closes pytest's root folder to other users again."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="lockconsole-test-"))
+    yield base
     shutil.rmtree(base, ignore_errors=True)
 
 

@@ -22,10 +22,12 @@ STUBBORN = (
 
 
 def pg_lock_holder(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]
-    """The backend pid that holds advisory key `key` (int64), or None."""
+    """The backend pid that holds advisory key `key` (int64) in `pg_conn`'s database, or None
+    (pg_locks shows the whole server: the same key may be held in another database)."""
     row = pg_conn.execute(
         "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1"
-        " and ((classid::bigint << 32) | objid::bigint) = %s",
+        " and ((classid::bigint << 32) | objid::bigint) = %s"
+        " and database = (select oid from pg_database where datname = current_database())",
         (key,),
     ).fetchone()
     return row[0] if row else None

@@ -73,12 +73,15 @@ def _left_behind(state: Path, pids: list[int]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(
+    reachable_tmp: Path,
+) -> None:
     from lockconsole.backends import duplicates
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
 
+    tmp_path = reachable_tmp  # the demo's embedded PostgreSQL keeps its data here
     state = tmp_path / "state"
     argv = [
         PYTHON,
@@ -248,11 +251,12 @@ def test_demo_config_keeps_a_mysql_password_off_the_screen(
     assert config.job("nightly_billing").schedule == "* * * * * */20"
 
 
-def test_the_demo_fleet_can_be_paused_and_serves_a_request_on_web_2(tmp_path: Path) -> None:
+def test_the_demo_fleet_can_be_paused_and_serves_a_request_on_web_2(reachable_tmp: Path) -> None:
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.loader import load_config
     from lockconsole.console.facade import Console
 
+    tmp_path = reachable_tmp  # the demo's embedded PostgreSQL keeps its data here
     # --json: the progress lines ("config: ...", "fleet started: ...") go to stderr
     argv = [PYTHON, "-m", "lockconsole", "demo", "--headless", "--json", "--night-seconds"]
     proc = subprocess.Popen(

@@ -38,20 +38,30 @@ def _with_user(url: str, user: str, password: str | None = None) -> str:
     return urlunsplit(parts._replace(netloc=f"{auth}@{parts.hostname}:{parts.port}"))
 
 
+def _database(request: pytest.FixtureRequest, pg_url: str) -> str:
+    """The test's database: its own when it asks for one. init offers at most 20 held keys as
+    jobs, and the shared database holds other tests' locks (another worker's, another run's)."""
+    if "own_database" in request.fixturenames:
+        return str(request.getfixturevalue("own_database"))
+    return pg_url
+
+
 @pytest.fixture
-def held_lock(pg_url: str, uid: str) -> Iterator[int]:
+def held_lock(request: pytest.FixtureRequest, pg_url: str, uid: str) -> Iterator[int]:
     """A session of the test holding an advisory lock, as an app would, named billing-web."""
     key = int(uid, 16) % (2**62)
-    conn = psycopg.connect(pg_url, autocommit=True, application_name="billing-web")
+    url = _database(request, pg_url)
+    conn = psycopg.connect(url, autocommit=True, application_name="billing-web")
     conn.execute("SELECT pg_advisory_lock(%s)", (key,))
     yield key
     conn.close()
 
 
 @pytest.fixture
-def shedlock_table(pg_conn, uid: str) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def shedlock_table(request: pytest.FixtureRequest, pg_url: str, uid: str) -> Iterator[str]:
     """A ShedLock-shaped table whose name is hostile (a quote, a newline, a bracket)."""
     name = f'shedlock_{uid}"\n[jobs.evil]'
+    pg_conn = psycopg.connect(_database(request, pg_url), autocommit=True)
     pg_conn.execute(
         sql.SQL(
             "CREATE TABLE {} (name varchar(64) PRIMARY KEY, lock_until timestamp, "
@@ -60,11 +70,13 @@ def shedlock_table(pg_conn, uid: str) -> Iterator[str]:  # type: ignore[no-untyp
     )
     yield name
     pg_conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
+    pg_conn.close()
 
 
 def test_postgres_direct(
-    pg_url: str, held_lock: int, shedlock_table: str, cli_env, tmp_path: Path
+    own_database: str, held_lock: int, shedlock_table: str, cli_env, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    pg_url = own_database
     done = init(cli_env, tmp_path, "--url", pg_url)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "lockconsole.toml"
@@ -109,9 +121,9 @@ def plain_role(pg_conn, uid: str) -> Iterator[str]:  # type: ignore[no-untyped-d
 
 
 def test_postgres_viewer_without_grants(
-    pg_url: str, plain_role: str, held_lock: int, cli_env, tmp_path: Path
+    own_database: str, plain_role: str, held_lock: int, cli_env, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    url = _with_user(pg_url, plain_role, "s3cret-pw")  # trust auth: any password is accepted
+    url = _with_user(own_database, plain_role, "s3cret-pw")  # trust auth: any password is accepted
     done = init(cli_env, tmp_path, "--url", url)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "lockconsole.toml"

@@ -38,7 +38,8 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.install
 @pytest.mark.slow
-def test_wheel_in_a_clean_venv(tmp_path: Path) -> None:
+def test_wheel_in_a_clean_venv(reachable_tmp: Path) -> None:
+    tmp_path = reachable_tmp  # the demo's embedded PostgreSQL runs from the venv made here
     env = _clean_env(tmp_path)
     source = tmp_path / "source"  # a copy: building leaves nothing in the checkout
     source.mkdir()

@@ -131,17 +131,20 @@ def test_session_id_is_backend_pid(pg_url: str, pg_conn: Any, uid: str, strategy
     "key", [INT64_MIN, INT64_MAX, -1, -4294967301, None], ids=["min", "max", "-1", "neg", "uid"]
 )
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
-def test_int64_key_in_pg_locks(pg_url, pg_conn, uid: str, strategy: str, key, closer) -> None:
+def test_int64_key_in_pg_locks(own_database, uid: str, strategy: str, key, closer) -> None:
+    # a database of its own: the fixed keys are the same in every run of this test (another
+    # worker's, another checkout's), and advisory locks are per database
     value = unique_int64(uid) if key is None else key
-    job, db = build_job(pg_url, f"k64_{uid}", strategy, str(value))
+    job, db = build_job(own_database, f"k64_{uid}", strategy, str(value))
     lock = closer(PG_CLASSES[strategy](job, db, application_name=f"lc-{uid}"))
-    assert lock.acquire(), "key busy: another test run may hold this fixed key"
+    assert lock.acquire()
     classid, objid = split_int64(value)
-    rows = holders(pg_conn, job.key)
-    assert rows == [(lock.session_id, classid, objid, 1, "ExclusiveLock", value, rows[0][6])]
-    assert lock.still_held() is True
-    lock.release()
-    assert holders(pg_conn, job.key) == []
+    with psycopg.connect(own_database, autocommit=True) as conn:
+        rows = holders(conn, job.key)
+        assert rows == [(lock.session_id, classid, objid, 1, "ExclusiveLock", value, rows[0][6])]
+        assert lock.still_held() is True
+        lock.release()
+        assert holders(conn, job.key) == []
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])

@@ -67,7 +67,7 @@ def ledger_runs(config: Config, job: str) -> list[Run]:
 
 
 def advisory_counts(pg_url: str) -> tuple[int, int]:
-    """(granted, waiting) advisory locks in the test database, as pg_locks shows them."""
+    """(granted, waiting) advisory locks in `pg_url`'s database, as pg_locks shows them."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) "
@@ -106,8 +106,11 @@ def _serve(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], st
 
 
 def test_http_metrics_match_the_ledger_and_pg_locks(
-    pg_url: str, uid: str, write_config, cli_env, serving
+    own_database: str, uid: str, write_config, cli_env, serving
 ) -> None:  # type: ignore[no-untyped-def]
+    # a database of its own: the holders and waiters counted are the whole database's, and
+    # other tests take and let go of advisory locks in the shared one between two readings
+    pg_url = own_database
     ok, held = f"m_ok_{uid}", f"m_held_{uid}"
     path = write_config(_config_text(pg_url, [ok, held]))
     config = load_config(str(path))

@@ -143,6 +143,35 @@ def test_a_second_prune_of_the_same_ledger_does_nothing(filled_pg: Plain) -> Non
     assert prune(database(filled_pg.url), timedelta(days=30)).runs == 3_000
 
 
+def test_mariadb_a_prune_waits_only_for_a_prune_of_its_own_database(mysql_url: str) -> None:
+    """GET_LOCK names are the whole server's: the prune lock names its database, so a prune of
+    another database on the same server goes on, and a second prune of this one does nothing."""
+    from lockconsole.backends import sqlfiles
+    from lockconsole.backends.ledger.retention.prune import LOCK_NAME, prune
+    from lockconsole.backends.ledger.store import Ledger
+
+    with own_mysql_database(mysql_url) as mine, own_mysql_database(mysql_url) as other:
+        with Ledger(database(mine)) as ledger:
+            ledger.create_schema()
+        plain = Plain(mine)
+        plain.fill(300, ago(plain, 200))
+        holders = [Plain(other), Plain(mine)]  # as a prune of each database takes its lock
+        try:
+            take = sqlfiles.load("try_prune_lock", "mysql")
+            assert holders[0].value(take, {"name": LOCK_NAME}) == 1
+            report = prune(database(mine), timedelta(days=30))
+            assert not report.busy and report.runs == 300, report.line()
+            plain.fill(300, ago(plain, 200))
+            assert holders[1].value(take, {"name": LOCK_NAME}) == 1
+            report = prune(database(mine), timedelta(days=30))
+            assert report.busy and report.runs == 0
+            assert plain.count("lockconsole_runs") == 300
+        finally:
+            for holder in holders:
+                holder.close()
+            plain.close()
+
+
 @pytest.fixture(params=["postgresql", "mysql"])
 def big_ledger(request: pytest.FixtureRequest) -> Iterator[Plain]:
     from lockconsole.backends.ledger.store import Ledger

@@ -234,11 +234,12 @@ def _my_holder(mysql_conn: Any, job: str) -> int | None:
 
 
 def _my_waiting(mysql_conn: Any, what: str) -> int | None:
-    """The id of a connection whose statement on the ledger waits for a lock, else None."""
+    """The id of a connection in this test's database whose statement on the ledger waits for
+    a lock, else None (the processlist shows the whole server, other tests' ledgers too)."""
     rows = _my(
         mysql_conn,
         "SELECT id FROM information_schema.processlist WHERE info LIKE %s "
-        "AND id <> CONNECTION_ID() AND command = 'Query' "
+        "AND db = DATABASE() AND id <> CONNECTION_ID() AND command = 'Query' "
         "AND (state LIKE 'Waiting%%' OR id IN (SELECT trx_mysql_thread_id "
         "FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'))",
         what,

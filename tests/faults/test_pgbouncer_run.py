@@ -51,7 +51,8 @@ def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_pat
     key = load_config(str(config)).job(job).key.value
     held = pg_conn.execute(
         "select count(*) from pg_locks where locktype = 'advisory' "
-        "and objid::bigint = (%s::bigint & 4294967295)",
+        "and objid::bigint = (%s::bigint & 4294967295) "
+        "and database = (select oid from pg_database where datname = current_database())",
         (key,),
     ).fetchone()[0]
     assert held == 0, "the guard refused before taking the lock"
@@ -192,7 +193,8 @@ def test_pg_session_behind_session_pooling_is_retried_and_runs(
         wait_for(marks.exists, what="the job to start")
         held = pg_conn.execute(
             "select count(*) from pg_locks where locktype = 'advisory' and granted "
-            "and objid::bigint = (%s::bigint & 4294967295)",
+            "and objid::bigint = (%s::bigint & 4294967295) "
+            "and database = (select oid from pg_database where datname = current_database())",
             (key,),
         ).fetchone()[0]
         assert held == 1, "the lock is held on the server, through the session pool"

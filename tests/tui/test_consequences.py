@@ -94,7 +94,8 @@ def closing() -> Iterator[list[Any]]:
 def waiting_pids(admin: Any, key: int) -> list[int]:
     rows = admin.execute(
         "select pid from pg_locks where locktype = 'advisory' and not granted "
-        "and ((classid::bigint << 32) | objid::bigint) = %s",
+        "and ((classid::bigint << 32) | objid::bigint) = %s "
+        "and database = (select oid from pg_database where datname = current_database())",
         (key & 0xFFFFFFFFFFFFFFFF,),
     ).fetchall()
     return [r[0] for r in rows]
@@ -153,6 +154,7 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
             assert not second.got.is_set()
             row = admin.execute(
                 "select count(*) from pg_locks where locktype = 'advisory' and objid = 777000111"
+                " and database = (select oid from pg_database where datname = current_database())"
             ).fetchone()
             assert row[0] == 0
 

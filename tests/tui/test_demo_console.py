@@ -73,9 +73,9 @@ def billed(url: str) -> int:
 
 
 def test_demo_console_trigger_succeeds_and_describe_shows_the_stale_query(
-    terminal: Terminal, tmp_path: Path
+    terminal: Terminal, reachable_tmp: Path
 ) -> None:
-    state = tmp_path / "state"
+    state = reachable_tmp / "state"  # the demo's embedded PostgreSQL keeps its data here
     env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
     env |= {
         "TERM": "xterm-256color",

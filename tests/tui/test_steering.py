@@ -5,6 +5,8 @@ where: on the fleet (on any instance, or on one named instance) or here."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from textual.widgets import Input, Static
@@ -144,7 +146,7 @@ async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> 
         assert console.triggered == []
 
 
-def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str) -> None:
+def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str, tmp_path: Path) -> None:
     """`t`, then `i` and an instance's name: the request is for web-2 only, and with web-1
     serving the job as well, web-2 runs it (real PostgreSQL, two request servers)."""
     import asyncio
@@ -158,10 +160,14 @@ def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str) -> No
     from lockconsole.tui.screens.fleet import TriggerModal
 
     job = f"billing_{uid}"
+    # the job runs until the test has seen it running: the console looks every FOLLOW_EVERY,
+    # and a job that ends sooner goes from queued to succeeded between two looks
+    go = tmp_path / "go"
+    wait = f"while [ ! -e '{go}' ]; do sleep 0.05; done; echo ran"
     config = parse_config(
         f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "pg"\n'
         f'strategy = "pg-session"\nkey = {int(uid[:8], 16) + 29}\n'
-        'command = ["sh", "-c", "echo ran"]\n',
+        f"command = {json.dumps(['sh', '-c', wait])}\n",
         "<test>",
     )
     servers = [
@@ -187,11 +193,13 @@ def test_trigger_on_one_named_instance_of_the_fleet(pg_url: str, uid: str) -> No
 
             await until(pilot, lambda: "queued for web-2" in log(), what="the request")
             await until(pilot, lambda: "running on web-2" in log(), what="web-2 taking it")
+            go.touch()
             await until(pilot, lambda: "succeeded on web-2" in log(), what="its outcome")
 
     try:
         asyncio.run(body())
     finally:
+        go.touch()  # a job still waiting ends
         for server in servers:
             server.stop()
         console.close()
