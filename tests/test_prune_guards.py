@@ -81,7 +81,10 @@ def test_a_dry_run_is_allowed_read_only(
     [
         ('"forever"', "ledger.retention: 'forever' is not a duration"),
         ('"2d"', "ledger.retention: '2d' is shorter than [console] lookback (3d)"),
-        ('"90d"\nkeep = true', "ledger.keep: unknown key (allowed: retention)"),
+        (
+            '"90d"\nkeep = true',
+            "ledger.keep: unknown key (allowed: journal, journal_every, retention)",
+        ),
     ],
 )
 def test_a_bad_retention_is_one_line_and_exit_2(

@@ -116,6 +116,11 @@ class DashboardScreen(Screen[None]):
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.share_heights)
 
+    def status_overwritten(self) -> None:
+        """The status line was painted by someone else (the past's): paint the live one
+        again at the next chance, even if its text did not change."""
+        self._shown_status = None
+
     def share_heights(self) -> None:
         """Give each pane the height its rows need (an empty one collapses to its title)."""
         panes = self.query_one("#panes")

@@ -13,21 +13,47 @@ sessions that can be ended now.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from textual.widget import Widget
 from textual.widgets import Static
 
 from lockconsole.tui import nocolor
 from lockconsole.tui.widgets.past_line import past_banner, past_status
 
 if TYPE_CHECKING:
-    from lockconsole.tui.screens.dashboard import DashboardScreen
+    from textual.notifications import SeverityLevel
+
+    from lockconsole.tui.screens.dashboard_actions import SelectionActions
+
+
+W = TypeVar("W", bound=Widget)
+
+
+class Dashboard(Protocol):
+    """What these actions need of the dashboard screen (typed here, so that this module does
+    not import the dashboard, which imports it)."""
+
+    selection: SelectionActions
+
+    @property
+    def host(self) -> Any: ...  # the app: its clock, zone, facade, the past and travel_to
+
+    def notify(self, message: str, *, severity: SeverityLevel = ...) -> None: ...
+
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
+
+    def call_after_refresh(self, callback: Any, *args: Any) -> Any: ...
+
+    def share_heights(self) -> None: ...
+
+    def status_overwritten(self) -> None: ...
 
 
 class StoryActions:
     """Story, alerts and time travel, for the dashboard."""
 
-    def __init__(self, dashboard: DashboardScreen) -> None:
+    def __init__(self, dashboard: Dashboard) -> None:
         self.dashboard = dashboard
 
     def _warn(self, text: str) -> None:
@@ -116,7 +142,7 @@ class StoryActions:
         if past is None:
             if banner.has_class("-shown"):
                 banner.remove_class("-shown")
-                screen.query_one("#panes").remove_class("-past")
+                screen.query_one("#panes", Widget).remove_class("-past")
                 screen.call_after_refresh(screen.share_heights)
             return False
         back = host.key_for("now")
@@ -126,9 +152,9 @@ class StoryActions:
             text, status = nocolor.without_colour(text), nocolor.without_colour(status)
         banner.update(text)
         screen.query_one("#status", Static).update(status)
-        screen._shown_status = None  # the live line is painted again once back to now
+        screen.status_overwritten()  # the live line is painted again once back to now
         if not banner.has_class("-shown"):
             banner.add_class("-shown")
-            screen.query_one("#panes").add_class("-past")
+            screen.query_one("#panes", Widget).add_class("-past")
             screen.call_after_refresh(screen.share_heights)
         return True
