@@ -1,4 +1,4 @@
-"""The run path's round trips on PostgreSQL (backends/postgres/rounds.py), counted on the wire.
+"""The run path's round trips on PostgreSQL (backends/postgres/merged.py), counted on the wire.
 
 A counting TCP proxy sits between lockconsole and the server and counts each burst the client
 sends after the server last spoke: a pipeline of two statements is one. Kept connections

@@ -1,6 +1,6 @@
 """open_lock: the lock object for a job's strategy (each backend is imported on first use);
 open_inspector: the console's holder lister of one database (or one lease table);
-rounds_for: the merged statements of an attempt on that lock, where there are any;
+merged_for: the merged statements of an attempt on that lock, where there are any;
 fence: the fencing token of a lock whose store can forget its counter, issued by the ledger."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from lockconsole.backends.connect import Timeouts
     from lockconsole.backends.inspect import Inspector
     from lockconsole.backends.ledger.store import Ledger
-    from lockconsole.backends.rounds import Rounds
+    from lockconsole.backends.merged import Merged
 
 
 def open_lock(job: Job, database: Database, *, instance: str, application_name: str) -> Lock:
@@ -42,25 +42,25 @@ def open_lock(job: Job, database: Database, *, instance: str, application_name: 
     raise ValueError(f"unknown strategy {job.strategy!r}")
 
 
-def rounds_for(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+def merged_for(lock: Lock, database: Database, ledger_database: Database) -> Merged | None:
     """The merged statements for this lock and ledger, or None where they do not apply."""
     if lock.strategy in ("pg-session", "pg-xact"):
-        from lockconsole.backends.postgres.rounds import for_postgres
+        from lockconsole.backends.postgres.merged import for_postgres
 
         return for_postgres(lock, database, ledger_database)
     same = database.shares_connection(ledger_database)
     if lock.strategy == "lease" and same and database.url.dialect == "postgresql":
         # the lease strategy is built on SQLAlchemy: imported only for a lease job
-        from lockconsole.backends.lease.rounds import LeaseRounds
-        from lockconsole.backends.postgres.rounds import pipelines
+        from lockconsole.backends.lease.merged import LeaseMerged
+        from lockconsole.backends.postgres.merged import pipelines
 
-        return LeaseRounds(lock) if pipelines() else None  # type: ignore[arg-type]
+        return LeaseMerged(lock) if pipelines() else None  # type: ignore[arg-type]
     if lock.strategy == "mysql" and same:
         from lockconsole.backends.mysql.lock import MysqlLock
-        from lockconsole.backends.mysql.rounds import MysqlRounds
+        from lockconsole.backends.mysql.merged import MysqlMerged
 
         if type(lock) is MysqlLock and lock.multi_statements:
-            return MysqlRounds(lock)
+            return MysqlMerged(lock)
     return None
 
 

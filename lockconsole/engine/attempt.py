@@ -17,7 +17,7 @@ from lockconsole.backends import Lock
 from lockconsole.backends.ledger.outputs import keep_output
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.store import finished as finished_run
-from lockconsole.backends.rounds import LOST, Finished, Rounds
+from lockconsole.backends.merged import LOST, Finished, Merged
 from lockconsole.engine import faultpoints
 from lockconsole.engine.closing import (
     DEADLINES,
@@ -102,7 +102,7 @@ class Attempt:
     _acquired_at: datetime | None = None
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
-    rounds: Rounds | None = None  # check, record and release in one statement (PostgreSQL)
+    merged: Merged | None = None  # check, record and release in one statement (PostgreSQL)
     output: str | None = None  # the job's output tail (or traceback), kept with the outcome
     output_cut: int = 0  # bytes of the job's output cut off before `output` begins
     reruns: list[datetime] = field(default_factory=list)  # abandoned slots to run again after
@@ -277,8 +277,8 @@ class Attempt:
         finish that got no answer does. None when it does not apply (no merged statement, a
         lock without a socket to cut, output to keep) or left more to do: the rest then goes on
         a worker thread under its deadline, one statement at a time."""
-        lock, rounds = self.lock, self.rounds
-        if rounds is None or self.output or self._was_lost() or not hasattr(lock, "socket_fd"):
+        lock, merged = self.lock, self.merged
+        if merged is None or self.output or self._was_lost() or not hasattr(lock, "socket_fd"):
             return None
         abandon = getattr(lock, "abandon", None)
         if lock is None or abandon is None:
@@ -296,7 +296,7 @@ class Attempt:
         try:
             with DEADLINES.bound(seconds, cut):
                 faultpoints.reach("finish_before_record")  # one statement checks and records
-                finished = rounds.finish(
+                finished = merged.finish(
                     self.ledger, self.run, outcome, exit_code=exit_code, message=message
                 )
         except Exception as exc:  # as a failed merged statement: one statement at a time
@@ -338,9 +338,9 @@ class Attempt:
             if not self._merged_tried:
                 faultpoints.reach("finish_before_check")  # the job ended, the lock not checked
             finished = self._finished
-            if self.rounds is not None and not self._was_lost() and not self._merged_tried:
+            if self.merged is not None and not self._was_lost() and not self._merged_tried:
                 faultpoints.reach("finish_before_record")  # one statement checks and records
-                finished = self.rounds.finish(
+                finished = self.merged.finish(
                     self.ledger, self.run, outcome, exit_code=exit_code, message=message
                 )
             if finished is not None:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lockconsole.backends import Lock
-from lockconsole.backends.factory import fence, open_lock, rounds_for
+from lockconsole.backends.factory import fence, merged_for, open_lock
 from lockconsole.backends.ledger import clock as server_clock
 from lockconsole.backends.ledger.controls import pause_of
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.rounds import SKIP_HELD, Rounds
+from lockconsole.backends.merged import SKIP_HELD, Merged
 from lockconsole.engine import faultpoints
 from lockconsole.engine.attempt import Attempt, log_attempt
 from lockconsole.engine.closing import DEADLINES, DECIDE_SECONDS, cut_loose
@@ -111,7 +111,7 @@ def begin(
     opening = _Opening(job, database, ledger_database, instance, slot, trigger, actor, claims, stop)
     try:
         try:
-            run, rounds = opening.decide(lock, ledger)
+            run, merged = opening.decide(lock, ledger)
         except DatabaseError:
             if session is None and not (sessions is not None and lock.gone()):
                 raise
@@ -126,7 +126,7 @@ def begin(
             ledger = Ledger(ledger_database)
             with stop.interruptible() if stop is not None else nullcontext():
                 lock = _open(job, database, instance)
-            run, rounds = opening.decide(lock, ledger)
+            run, merged = opening.decide(lock, ledger)
     except BaseException:
         _close_quietly(lock)
         ledger.close()
@@ -136,7 +136,7 @@ def begin(
         log_attempt(run.outcome, run)
         return Attempt(job, run, None, ledger)
     attempt = Attempt(
-        job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key, rounds=rounds
+        job, run, lock, ledger, stopping=stop, sessions=sessions, session_key=key, merged=merged
     )
     log_attempt("acquired", run)
     if job.rerun_abandoned and trigger != "manual":  # under the lock, before the watchdog
@@ -167,7 +167,7 @@ class _Opening:
     claims: bool
     stop: Stop | None
 
-    def decide(self, lock: Lock, ledger: Ledger) -> tuple[Run, Rounds | None]:
+    def decide(self, lock: Lock, ledger: Ledger) -> tuple[Run, Merged | None]:
         """The recorded Run (skipped, paused or acquired) and the merged statements used."""
         job, database, ledger_database = self.job, self.database, self.ledger_database
         # started_at is the ledger server's time, once connected (connecting may take seconds)
@@ -190,7 +190,7 @@ class _Opening:
             actor=self.actor,
             clock_offset_ms=round(reading.offset * 1000),
         )
-        if rounds_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
+        if merged_for(lock, database, ledger_database) is None:  # else decide_run reads the pause
             pause = pause_of(ledger, job.name, started)
             if pause is not None:
                 return _record_skip(ledger, base, pause.reason(), "paused"), None
@@ -208,7 +208,7 @@ def _bounded_decide(
     database: Database,
     ledger_database: Database,
     claims: bool,
-) -> tuple[Run, Rounds | None]:
+) -> tuple[Run, Merged | None]:
     """_decide on the calling thread, cut loose at DECIDE_SECONDS (engine/closing.py): a peer
     that never answers makes it raise DatabaseError, once our stuck server session (which may
     have got the lock) was ended from a fresh connection, so a retry can take the lock."""
@@ -239,36 +239,36 @@ def _decide(
     ledger_database: Database,
     *,
     claims: bool,
-) -> tuple[Run, Rounds | None]:
+) -> tuple[Run, Merged | None]:
     """Try the lock, check the slot's claim under it, record the attempt: the recorded Run.
 
-    Where the merged statements apply (backends/rounds.py) this is one round trip, the job's
+    Where the merged statements apply (backends/merged.py) this is one round trip, the job's
     pause read in it; whatever they leave undecided goes on here one statement at a time, from
     where they left the lock (held or not), asking for the pause first.
     """
-    rounds = rounds_for(lock, database, ledger_database)
-    if rounds is not None:
-        decided = rounds.decide(ledger, base, claims=claims)
+    merged = merged_for(lock, database, ledger_database)
+    if merged is not None:
+        decided = merged.decide(ledger, base, claims=claims)
         if decided is not None:
-            return decided, rounds
+            return decided, merged
         pause = pause_of(ledger, job.name, base.started_at)
         if pause is not None:
             if lock.held:
                 lock.release()
-            return _record_skip(ledger, base, pause.reason(), "paused"), rounds
+            return _record_skip(ledger, base, pause.reason(), "paused"), merged
     if not (lock.held or lock.acquire()):
-        return _record_skip(ledger, base, SKIP_HELD), rounds
+        return _record_skip(ledger, base, SKIP_HELD), merged
     if claims:
         claim = _slot_claim(ledger, job, base.slot, base.instance, base.started_at)
         if claim is not None:
             lock.release()
             reason = f"slot already ran on {claim.instance} (run {claim.id}, {claim.outcome})"
-            return _record_skip(ledger, base, reason), rounds
+            return _record_skip(ledger, base, reason), merged
     fence(lock, ledger)
     acquired = evolve(
         base, outcome="acquired", session_id=lock.session_id, fencing_token=lock.fencing_token
     )
-    return ledger.record(acquired), rounds
+    return ledger.record(acquired), merged
 
 
 def _open(job: Job, database: Database, instance: str) -> Lock:

@@ -1,4 +1,4 @@
-"""Faults inside the merged statements of the run path (backends/postgres/rounds.py), in real
+"""Faults inside the merged statements of the run path (backends/postgres/merged.py), in real
 `lockconsole run` processes on a real PostgreSQL.
 
 The instant is placed by the server, not by a sleep: another connection holds a lock that the

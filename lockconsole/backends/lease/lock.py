@@ -116,7 +116,7 @@ class LeaseLock(LockBase):
 
     def merged_statement(self, name: str, *, drop: bool = True) -> tuple[Any, _Compiled]:
         """The raw connection and the compiled statement `name`, for a statement merged with
-        the ledger's (rounds.py); a DatabaseError when they cannot be had (the connection is
+        the ledger's (merged.py); a DatabaseError when they cannot be had (the connection is
         then forgotten, when `drop`)."""
         try:
             return self._connection().connection.dbapi_connection, self._statements()[name]
@@ -206,7 +206,7 @@ class LeaseLock(LockBase):
             hold_until = plus(t.c.locked_at, self.job.min_hold, dialect)
             given_back = case((hold_until > now, hold_until), else_=now)
             stmts["release"] = update(t).where(*mine).values(lock_until=given_back)
-            # the merged finish (rounds.py): released only while still ours and unexpired
+            # the merged finish (merged.py): released only while still ours and unexpired
             stmts["release_held"] = (
                 update(t).where(*mine, t.c.lock_until > now).values(lock_until=given_back)
             ).returning(t.c.name)

@@ -179,7 +179,7 @@ class Ledger:
         return params
 
     def decide(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        """PostgreSQL: run decide_run (see backends/postgres/rounds.py); its one row."""
+        """PostgreSQL: run decide_run (see backends/postgres/merged.py); its one row."""
         return tuple(self._execute("decide_run", params, self._decided))
 
     def _decided(self, cur: Any) -> tuple[Any, ...]:

@@ -29,7 +29,7 @@ class MysqlLock(LockBase):
         self.held = False
         self.lost_on_release = False  # release found the lock (or its session) already gone
         self._closed = False
-        # several statements per call: the merged decide and finish (backends/mysql/rounds.py)
+        # several statements per call: the merged decide and finish (backends/mysql/merged.py)
         self.multi_statements = True
         self.conn = connect_mysql(database.url, read_timeout=READ_TIMEOUT, multi_statements=True)
         self._merged: dict[str, str] = {}  # query name -> its text with the name escaped in

@@ -1,7 +1,7 @@
 """An attempt in the fewest round trips: `decide` (try the lock, check the slot's claim, record)
 and `finish` (check the lock, record the outcome, release), merged where the lock's connection
-can also write the ledger. One implementation per lock kind: `postgres/rounds.py` (pg-session,
-pg-xact), `mysql/rounds.py`, `lease/rounds.py` (leases on PostgreSQL); `factory.rounds_for`
+can also write the ledger. One implementation per lock kind: `postgres/merged.py` (pg-session,
+pg-xact), `mysql/merged.py`, `lease/merged.py` (leases on PostgreSQL); `factory.merged_for`
 picks it, or None where nothing is merged.
 """
 
@@ -27,7 +27,7 @@ class Finished(NamedTuple):
     released: bool
 
 
-class Rounds:
+class Merged:
     """An attempt's merged statements: `decide` at its start, `finish` at its end.
 
     `decide` returns the recorded Run ("acquired", "skipped" or "paused"; a paused attempt has

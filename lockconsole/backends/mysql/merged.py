@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.ledger.times import to_db
+from lockconsole.backends.merged import LOST, SKIP_HELD, Finished, Merged, settle
 from lockconsole.backends.mysql.lock import MysqlLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
 
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
@@ -41,7 +41,7 @@ def _last_row(cur: Any) -> tuple[Any, ...] | None:
     return None if row is None else tuple(row)
 
 
-class MysqlRounds(Rounds):
+class MysqlMerged(Merged):
     """A GET_LOCK attempt in two round trips, on the lock's own connection."""
 
     def __init__(self, lock: MysqlLock) -> None:

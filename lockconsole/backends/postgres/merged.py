@@ -1,7 +1,7 @@
 """The run path in two round trips on PostgreSQL: decide and record in one, finish and release in
 one.
 
-pg-session with the ledger in the lock's own database (`Rounds` on the lock's connection):
+pg-session with the ledger in the lock's own database (`Merged` on the lock's connection):
 
 - **decide and record**: one pipeline of two statements, one round trip. The first tries the lock
   (behind the pooler guard on a new connection) and leaves its answer in the transaction-local
@@ -34,8 +34,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
+from lockconsole.backends.merged import LOST, SKIP_HELD, Finished, Merged, settle
 from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _keys(lock: _PgLock) -> dict[str, Any]:
     return {**_NO_KEY, **lock.key_params}
 
 
-def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> Rounds | None:
+def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> Merged | None:
     """The merged statements for a PostgreSQL lock and its ledger, or None."""
     kind = type(lock)
     if kind is not PgSessionLock and kind is not PgXactLock:
@@ -91,9 +91,9 @@ def for_postgres(lock: Lock, database: Database, ledger_database: Database) -> R
         return None
     same = database.shares_connection(ledger_database)
     if isinstance(lock, PgSessionLock):
-        return SessionRounds(lock) if same else None
+        return SessionMerged(lock) if same else None
     assert isinstance(lock, PgXactLock)
-    return XactRounds(lock, same_database=same)
+    return XactMerged(lock, same_database=same)
 
 
 def _decide_params(ledger: Ledger, run: Run, lock: _PgLock, **given: Any) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def _finish_params(
     return params
 
 
-class SessionRounds(Rounds):
+class SessionMerged(Merged):
     """A pg-session lock's attempt in two round trips, on the lock's own connection."""
 
     def __init__(self, lock: PgSessionLock) -> None:
@@ -232,7 +232,7 @@ class SessionRounds(Rounds):
         return Finished(held, closed, released)
 
 
-class XactRounds(Rounds):
+class XactMerged(Merged):
     """A pg-xact lock's attempt: the try-lock, then decide_run on the ledger's connection; the
     outcome written inside the lock's transaction and committed with it (ledger in the lock's
     database), SAVEPOINT, outcome and COMMIT sent together."""

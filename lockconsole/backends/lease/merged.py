@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.lease.lock import LeaseLock
-from lockconsole.backends.rounds import LOST, SKIP_HELD, Finished, Rounds, settle
+from lockconsole.backends.merged import LOST, SKIP_HELD, Finished, Merged, settle
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaseRounds(Rounds):
+class LeaseMerged(Merged):
     """A PostgreSQL lease's attempt in two round trips, on the lease's own connection."""
 
     def __init__(self, lock: LeaseLock) -> None:
