@@ -77,7 +77,7 @@ def _parts(console: Any, snap: Any) -> str:
 
 def _stamp(console: Any, snap: Any) -> float:
     """Seconds the console's sightings take to fill a read's holders (as read: unfilled)."""
-    from lockconsole.model.fast import construct
+    from lockconsole.model.construct import construct
     from lockconsole.model.views import Holder
 
     blank = {"held_since": None, "held_from": None, "first_seen": None}

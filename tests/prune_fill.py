@@ -90,7 +90,7 @@ class Plain:
 
     def stamp(self, moment: datetime) -> Any:
         """`moment` in the form the ledger stores for this dialect."""
-        from lockconsole.backends.ledger.times import to_db
+        from lockconsole.backends.ledger.timestamps import to_db
 
         return to_db(moment, self.dialect)
 

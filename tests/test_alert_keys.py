@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from lockconsole.console.reports import alerts
 from lockconsole.model.views import Holder, Snapshot
+from lockconsole.tui.carry_over import news
 from lockconsole.tui.freshness import carry_alerts
-from lockconsole.tui.state import news
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 

@@ -222,7 +222,7 @@ def test_a_pause_with_until_ends_by_itself(
 def test_a_read_only_console_reads_pauses_whether_the_table_comes_or_goes(tmp_path: Path) -> None:
     """Read-only, no control table is no pause; once seen, the table is not asked for again,
     and a table dropped since is no pause again (not an error)."""
-    from lockconsole.backends.ledger.pauses import _HAS_TABLE, Controls
+    from lockconsole.backends.ledger.pauses import _HAS_TABLE, Pauses
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.urls import parse_url
     from lockconsole.model.jobs import Database, Pause
@@ -230,11 +230,11 @@ def test_a_read_only_console_reads_pauses_whether_the_table_comes_or_goes(tmp_pa
     db = Database("main", parse_url(f"sqlite:///{tmp_path / 'ledger.db'}"))
     now = datetime.now(UTC)
     with Ledger(db, read_only=True) as reader, Ledger(db) as writer:
-        assert Controls(reader).pauses(now) == {}
-        Controls(writer).pause(Pause("billing", "incident", "ops@laptop", now))
-        assert list(Controls(reader).pauses(now)) == ["billing"]
+        assert Pauses(reader).pauses(now) == {}
+        Pauses(writer).pause(Pause("billing", "incident", "ops@laptop", now))
+        assert list(Pauses(reader).pauses(now)) == ["billing"]
         assert reader in _HAS_TABLE
         with writer.sa_engine().begin() as conn:
             conn.execute(text("DROP TABLE lockconsole_controls"))
-        assert Controls(reader).pauses(now) == {}
+        assert Pauses(reader).pauses(now) == {}
         assert reader not in _HAS_TABLE

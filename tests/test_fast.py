@@ -1,4 +1,4 @@
-"""model/fast.py: values built without __init__ equal the ones __init__ builds."""
+"""model/construct.py: values built without __init__ equal the ones __init__ builds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lockconsole.model.fast import construct, evolve, gc_paused, plain
+from lockconsole.model.construct import construct, evolve, gc_paused, plain
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Holder
 
@@ -85,7 +85,7 @@ def test_gc_paused_restores_the_collector() -> None:
 
 
 def test_fill_completes_a_fresh_value_in_place_and_copies_a_slotted_one() -> None:
-    from lockconsole.model.fast import fill
+    from lockconsole.model.construct import fill
 
     built = construct(Holder, _holder_fields())
     filled = fill(built, {"held_since": T0, "held_from": "at_least"})

@@ -81,7 +81,7 @@ PAUSED_ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 4), ("mysql", 2), ("lease",
 def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let_go(
     request, uid, strategy, turns
 ):  # type: ignore[no-untyped-def]
-    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.pauses import Pauses
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.engine.runner import EXIT_SKIPPED, exit_code_for
     from lockconsole.model.jobs import Pause
@@ -105,7 +105,7 @@ def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let
         now.replace(microsecond=654321) + timedelta(hours=1),
     )
     with Ledger(config.ledger_for(config.job(job))) as ledger:
-        Controls(ledger).pause(pause)
+        Pauses(ledger).pause(pause)
         attempt("web-1", 1)  # may connect the ledger's own connection (run_once keeps it)
         turned, run = _turns(counting, lambda: attempt("web-1", 2))
         assert (turned, run.outcome, run.message) == (turns, "paused", pause.reason())
@@ -113,7 +113,7 @@ def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let
         [stored] = [r for r in ledger.runs(job) if r.id == run.id]
         assert (stored.outcome, stored.message) == ("paused", pause.reason())
         assert stored.finished_at is not None
-        Controls(ledger).resume(job, datetime.now(UTC))
+        Pauses(ledger).resume(job, datetime.now(UTC))
     # web-1's session is kept (REGISTRY): a hold it kept would make web-2's attempt a skip
     assert len(REGISTRY) >= 1
     assert attempt("web-2", 3).outcome == "succeeded"
@@ -244,7 +244,7 @@ def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid,
     attempt goes on one statement at a time, whose pause lookup creates it; pauses then hold."""
     import psycopg
 
-    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.pauses import Pauses
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.model.jobs import Pause
 
@@ -277,7 +277,7 @@ def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid,
         assert found == "lockconsole_controls"
         pause = Pause(job, "older ledger", "ops@console", datetime.now(UTC))
         with Ledger(config.ledger_for(config.job(job))) as ledger:
-            Controls(ledger).pause(pause)
+            Pauses(ledger).pause(pause)
         run = attempt(2)
         assert (run.outcome, run.message) == ("paused", pause.reason())
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from test_terminal import Terminal, binary
 
-from lockconsole.backends.ledger.pauses import Controls
+from lockconsole.backends.ledger.pauses import Pauses
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 from lockconsole.model.slots import utcnow
@@ -34,7 +34,7 @@ class WideTerminal(Terminal):
 def pauses(config: Path, job: str) -> dict[str, object]:
     cfg = load_config(str(config))
     with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
-        return dict(Controls(ledger).pauses(utcnow()))
+        return dict(Pauses(ledger).pauses(utcnow()))
 
 
 def test_pause_resume_and_trigger_on_the_fleet_from_a_real_terminal(

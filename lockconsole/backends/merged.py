@@ -102,7 +102,7 @@ def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id:
 def record_pause(ledger: Ledger, run: Run, pause_row: tuple[Any, ...]) -> Run:
     """Record the attempt as "paused" by the control row decide_run answered: the same row the
     one-statement-at-a-time path writes (the pause's reason as its message)."""
-    from lockconsole.backends.ledger.controls import pause_from
+    from lockconsole.backends.ledger.pause_check import pause_from
     from lockconsole.model.jobs import evolve
 
     pause = pause_from(run.job, pause_row, run.started_at)

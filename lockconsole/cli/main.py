@@ -80,9 +80,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from lockconsole.cli import incidents as cli_incidents
 
         cli_incidents.add_parsers(sub)
-        from lockconsole.cli import controls as cli_controls
+        from lockconsole.cli import steering
 
-        cli_controls.add_parsers(sub)
+        steering.add_parsers(sub)
         from lockconsole.demo import cli as demo_cli
 
         demo_cli.add_parser(sub)

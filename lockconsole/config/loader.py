@@ -35,8 +35,8 @@ from lockconsole.config.checks import (  # noqa: F401  (re-exported: public name
     check_timezone,
     parse_duration,
 )
+from lockconsole.config.key_lines import locate
 from lockconsole.config.keymap import check_keymap
-from lockconsole.config.lines import locate
 from lockconsole.config.search import SEARCH_ORDER_HELP, find_config  # noqa: F401  (public here too)
 from lockconsole.config.settings import (
     ConsoleSettings,

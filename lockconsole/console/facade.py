@@ -21,11 +21,11 @@ from lockconsole.backends.audit import Actor, AuditEntry, AuditLog, audited_trig
 from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
-from lockconsole.console.controls import DEFAULT_TIMEOUT, JobControls
 from lockconsole.console.duplicates import Duplicates
 from lockconsole.console.held import Sightings
 from lockconsole.console.journal import HolderJournal
 from lockconsole.console.protocol import ReadOnlyError
+from lockconsole.console.steering import DEFAULT_TIMEOUT, Steering
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
 from lockconsole.model.slots import next_fire, utcnow
@@ -74,7 +74,7 @@ class Console:
             config, self._pool, ledger_application_name=LEDGER_APPLICATION_NAME, read_only=read_only
         )
         self.dupes = Duplicates(config, self.connections, self._pool)
-        self.controls = JobControls(config, self.connections, self.actor)
+        self.steering = Steering(config, self.connections, self.actor)
         self.sightings = Sightings()  # when each holder was first seen: how long it is held
         self.journal = HolderJournal(config, self._journal_engine) if journal else None
         self.last: Snapshot | None = None
@@ -134,7 +134,7 @@ class Console:
             idle_threshold=self.settings.idle_threshold,
             orphaned_pids=orphaned,
         )
-        pauses = self.controls.pauses(jobs, now, errors)
+        pauses = self.steering.pauses(jobs, now, errors)
         reports = judge_slots(
             jobs,
             seen.tallies,
@@ -403,12 +403,12 @@ class Console:
     def pause(self, job_name: str, note: str, until: datetime | timedelta | None = None) -> Pause:
         """Pause a job on every instance (audited); refused when read-only."""
         self._refuse_if_read_only("pause")
-        return self.controls.pause(job_name, note, until)
+        return self.steering.pause(job_name, note, until)
 
     def resume(self, job_name: str) -> Pause | None:
         """End a job's pause (audited); the pause that ended, or None; refused when read-only."""
         self._refuse_if_read_only("resume")
-        return self.controls.resume(job_name)
+        return self.steering.resume(job_name)
 
     def request(
         self,
@@ -422,13 +422,13 @@ class Console:
         """Ask the fleet to run a job now, or a slot again (audited); refused when read-only."""
         self._refuse_if_read_only("request")
         timeout = timeout or DEFAULT_TIMEOUT
-        return self.controls.request(
+        return self.steering.request(
             job_name, slot=slot, instance=instance, force=force, timeout=timeout
         )
 
     def request_state(self, job_name: str, request_id: int) -> Request | None:
         """A run request as it is now (queued, running on an instance, its outcome, expired)."""
-        return self.controls.request_state(job_name, request_id)
+        return self.steering.request_state(job_name, request_id)
 
     def close(self) -> None:
         self.connections.close()

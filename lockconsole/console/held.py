@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from lockconsole.model.fast import fill, gc_paused, plain
+from lockconsole.model.construct import fill, gc_paused, plain
 from lockconsole.model.views import Holder
 
 IDLE_COMMANDS = frozenset({"Sleep"})  # MySQL/MariaDB's command of a connection between statements
@@ -65,7 +65,7 @@ class Sightings:
         """The holders with `first_seen`, and `held_since` / `held_from` as far as known.
 
         The holders must be this snapshot's own, as its reads built them: they are filled in
-        place (`fast.fill`), not copied. Holders of databases that could not be read now
+        place (`construct.fill`), not copied. Holders of databases that could not be read now
         (`unread`) are remembered as they were. A pid reused by a new session (another
         backend_start) is a new holder.
         """

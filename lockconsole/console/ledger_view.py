@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger import reads
-from lockconsole.model.fast import construct
+from lockconsole.model.construct import construct
 from lockconsole.model.jobs import GOT_LOCK, Run
 from lockconsole.model.verdict import Execution, SlotTally, Span
 

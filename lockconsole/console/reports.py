@@ -23,7 +23,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from lockconsole.model import cron
-from lockconsole.model.fast import construct
+from lockconsole.model.construct import construct
 from lockconsole.model.jobs import GOT_LOCK, Job, Pause, Run
 from lockconsole.model.slots import repeats_wall_time
 from lockconsole.model.verdict import SlotTally, overlap_seconds, tally, tally_status

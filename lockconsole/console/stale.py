@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from lockconsole.console.held import is_idle
-from lockconsole.model.fast import evolve
+from lockconsole.model.construct import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
 from lockconsole.text.times import reading, stamp

@@ -17,7 +17,7 @@ from datetime import datetime
 from lockconsole.backends import Lock
 from lockconsole.backends.factory import fence, merged_for, open_lock
 from lockconsole.backends.ledger import clock as server_clock
-from lockconsole.backends.ledger.controls import pause_of
+from lockconsole.backends.ledger.pause_check import pause_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.merged import SKIP_HELD, Merged
 from lockconsole.engine import faultpoints

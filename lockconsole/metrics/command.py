@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         serve,
         write_textfile,
     )
-    from lockconsole.metrics.state import kept
+    from lockconsole.metrics.saved_counters import kept
 
     config = load_config(args.config)
     # serving, the exporter is a long-running sampler: it writes the holder journal (a

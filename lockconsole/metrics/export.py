@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 class ConsoleCollector(Collector):
     """Takes one console snapshot per scrape and yields its figures: gauges, and the counters
-    it keeps (a textfile's are kept between runs by metrics/state.py)."""
+    it keeps (a textfile's are kept between runs by metrics/saved_counters.py)."""
 
     def __init__(self, console: ConsoleFacade, *, duplicates: bool | None) -> None:
         self.console = console

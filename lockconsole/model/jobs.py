@@ -6,7 +6,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from lockconsole.model.fast import evolve as evolve
+from lockconsole.model.construct import evolve as evolve
 
 Strategy = Literal["pg-session", "pg-xact", "mysql", "lease", "redis"]
 STRATEGIES: tuple[str, ...] = ("pg-session", "pg-xact", "mysql", "lease", "redis")

@@ -40,13 +40,13 @@ from lockconsole.text.safe import fit, shown
 from lockconsole.text.times import clock
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import app_bindings
+from lockconsole.tui.carry_over import carry_over, failed_databases, news
 from lockconsole.tui.collector import Collector
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
-from lockconsole.tui.state import carry_over, failed_databases, news
 from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ class LockConsoleApp(App[int]):
         from datetime import timedelta
 
         from lockconsole.model.views import RunFilter
-        from lockconsole.tui.panes import prepared
+        from lockconsole.tui.pane_rows import prepared
         from lockconsole.tui.past import Past, past_snapshot
 
         config = self.facade.config

@@ -5,7 +5,7 @@ A database's data is as old as the last refresh that read it. It is "ok" only wh
 recent (within the refresh interval and some slack): a database that hangs keeps its last
 data on screen, counted old from the first second it is late, before any error is known.
 An alert is old when a source it was worked out from could not be read in the last refresh:
-it stays (carried over by `state.carry_over`) and is counted as old.
+it stays (carried over by `carry_over.carry_over`) and is counted as old.
 """
 
 from __future__ import annotations

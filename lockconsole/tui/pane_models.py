@@ -19,7 +19,7 @@ from datetime import datetime, tzinfo
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import Snapshot
 from lockconsole.tui import nocolor
-from lockconsole.tui.panes import (
+from lockconsole.tui.pane_rows import (
     HISTORY_COLUMNS,
     JOB_COLUMNS,
     Staleness,

@@ -179,7 +179,7 @@ def test_skip_across_a_crash(crash_db, strategy: str, commit: str, uid: str, tmp
 def test_a_paused_row_across_a_crash(crash_db, uid: str, tmp_path) -> None:
     """A paused job's attempt is recorded by a statement of its own (not the merged one): that
     row does not wait for the flush either, so a crash right after it takes it back."""
-    from lockconsole.backends.ledger.pauses import Controls
+    from lockconsole.backends.ledger.pauses import Pauses
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.model.jobs import Pause
 
@@ -189,7 +189,7 @@ def test_a_paused_row_across_a_crash(crash_db, uid: str, tmp_path) -> None:
     _warm(config, job)
     cfg = load_config(str(config))
     with Ledger(cfg.ledger_for(cfg.job(job))) as ledger:
-        Controls(ledger).pause(Pause(job, "crash test", "test@here", datetime.now(UTC)))
+        Pauses(ledger).pause(Pause(job, "crash test", "test@here", datetime.now(UTC)))
     with server.quiet_wal():
         with run_once(
             job, config=str(config), slot=datetime.fromisoformat(SLOT), reuse_connections=False

@@ -158,7 +158,7 @@ def with_new_run(console: SampleConsole, minutes: int) -> str:
         grace=timedelta(minutes=5),
     )
     console.set_snapshot(replace(snap, runs=runs, slots=tuple(reports)))
-    from lockconsole.tui.panes import run_key
+    from lockconsole.tui.pane_rows import run_key
 
     return run_key(run)
 

@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Input, Static
 
 from lockconsole.model.views import SlotStory
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.panes import run_key
+from lockconsole.tui.pane_rows import run_key
 from lockconsole.tui.past import parse_moment
 from lockconsole.tui.sample import FROZEN_NOW
 from lockconsole.tui.sample_console import SampleConsole

@@ -206,7 +206,7 @@ def test_runs_of_jobs_not_in_this_config_are_marked_and_raise_no_alerts(
 ) -> None:
     """A shared ledger: another configuration's failed run is listed, marked, never alerted;
     a skipped manual run of ours is listed too (it has no slot report), with who asked."""
-    from lockconsole.tui.panes import NOT_CONFIGURED, history_rows
+    from lockconsole.tui.pane_rows import NOT_CONFIGURED, history_rows
 
     config = make_config({"main": pg_url}, uid)
     ours, theirs = f"main_{uid}", f"theirs_{uid}"
@@ -266,7 +266,7 @@ def test_last_counts_from_the_attempt_not_from_its_slot() -> None:
     """A job without a schedule ran 8 s ago in the slot of its UTC minute, 59 s ago."""
     from lockconsole.console.reports import slot_reports
     from lockconsole.model.views import JobStatus, Snapshot
-    from lockconsole.tui.panes import job_rows
+    from lockconsole.tui.pane_rows import job_rows
 
     config = make_config({"main": "postgresql://u@127.0.0.1/x"}, "x")
     job = config.job("main_x")

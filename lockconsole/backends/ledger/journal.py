@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockconsole.backends.ledger.schema import JOURNAL_TABLE, schema
-from lockconsole.backends.ledger.times import from_db, to_db
+from lockconsole.backends.ledger.timestamps import from_db, to_db
 from lockconsole.model.views import Holder, JournalEntry
 
 # Holdings closed after at most this long are found by `held_at` through the index on their

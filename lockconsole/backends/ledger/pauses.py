@@ -1,6 +1,6 @@
 """Pauses of jobs in the ledger's database (`lockconsole_controls`, one row per paused job),
 as the console lists, sets and clears them (SQLAlchemy Core). The run path reads them with
-`controls.pause_of`. A pause whose `until` has passed is over: it is not listed, and the next
+`pause_check.pause_of`. A pause whose `until` has passed is over: it is not listed, and the next
 pause of that job replaces its row.
 """
 
@@ -21,7 +21,7 @@ MAX_NOTE = 1000  # characters of a pause's note
 _HAS_TABLE: weakref.WeakSet[Ledger] = weakref.WeakSet()
 
 
-class Controls:
+class Pauses:
     """The console's side of the pauses in one ledger database."""
 
     def __init__(self, ledger: Ledger) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends.ledger.schema import TABLE, schema
-from lockconsole.backends.ledger.times import to_db
+from lockconsole.backends.ledger.timestamps import to_db
 from lockconsole.model.jobs import GOT_LOCK
 
 if TYPE_CHECKING:  # the run path imports this module, and never needs the views

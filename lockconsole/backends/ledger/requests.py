@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.ledger.times import from_db
+from lockconsole.backends.ledger.timestamps import from_db
 
 CHANNEL = "lockconsole_requests"
 FINAL_STATES = ("succeeded", "failed", "lock_lost", "skipped", "paused", "expired", "error")

@@ -43,7 +43,7 @@ def schema() -> tuple[Any, Any]:
     )
     from sqlalchemy.dialects import mysql, postgresql
 
-    from lockconsole.backends.ledger.times import from_db, to_db
+    from lockconsole.backends.ledger.timestamps import from_db, to_db
 
     class UTCDateTime(TypeDecorator):
         """timestamptz / naive-UTC DATETIME(6) / text, read back as aware UTC."""

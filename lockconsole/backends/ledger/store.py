@@ -26,10 +26,10 @@ from lockconsole.backends import sqlfiles
 from lockconsole.backends.connect import connect, first_line, prepare_if_direct, socket_fd_of
 from lockconsole.backends.errors import classify
 from lockconsole.backends.ledger import clock, reads
+from lockconsole.backends.ledger.messages import MAX_MESSAGE, truncate  # noqa: F401  (public here)
+from lockconsole.backends.ledger.messages import grant_hint as _grant_hint
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
-from lockconsole.backends.ledger.texts import MAX_MESSAGE, truncate  # noqa: F401  (public here)
-from lockconsole.backends.ledger.texts import grant_hint as _grant_hint
-from lockconsole.backends.ledger.times import from_db, to_db
+from lockconsole.backends.ledger.timestamps import from_db, to_db
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve

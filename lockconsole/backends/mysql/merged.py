@@ -21,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
-from lockconsole.backends.ledger.times import to_db
+from lockconsole.backends.ledger.timestamps import to_db
 from lockconsole.backends.merged import LOST, SKIP_HELD, Finished, Merged, settle
 from lockconsole.backends.mysql.lock import MysqlLock
 

@@ -28,8 +28,8 @@ from lockconsole.backends.connect import Timeouts, connect_pg, first_line
 from lockconsole.backends.errors import classify
 from lockconsole.backends.inspect import HolderList, ReleaseResult
 from lockconsole.config.urls import scrub
+from lockconsole.model.construct import construct, gc_paused
 from lockconsole.model.errors import DatabaseError
-from lockconsole.model.fast import construct, gc_paused
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.keys import oid_to_int4, pg_locks_identity
 from lockconsole.model.views import Holder

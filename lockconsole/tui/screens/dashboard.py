@@ -29,13 +29,13 @@ from lockconsole.model.jobs import Run
 from lockconsole.text.times import zone_label
 from lockconsole.tui import nocolor
 from lockconsole.tui.bindings import MUTATING, dashboard_bindings
+from lockconsole.tui.carry_over import job_names
 from lockconsole.tui.freshness import Freshness, freshness_of, pane_sources
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
-from lockconsole.tui.panes import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, job_cells
+from lockconsole.tui.pane_rows import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, job_cells
 from lockconsole.tui.screens.dashboard_actions import SelectionActions
 from lockconsole.tui.screens.story_actions import StoryActions
-from lockconsole.tui.state import job_names
 from lockconsole.tui.widgets.header import header_text
 from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING
 from lockconsole.tui.widgets.holders import HoldersView

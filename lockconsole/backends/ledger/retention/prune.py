@@ -29,7 +29,7 @@ from lockconsole.backends.connect import first_line
 from lockconsole.backends.ledger import clock
 from lockconsole.backends.ledger.retention.summary import SlotSummary, judge, to_run
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.ledger.times import from_db, to_db
+from lockconsole.backends.ledger.timestamps import from_db, to_db
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Run

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from lockconsole.model.fast import construct
+from lockconsole.model.construct import construct
 from lockconsole.model.jobs import Run
 from lockconsole.model.verdict import overlap_seconds, slot_status
 

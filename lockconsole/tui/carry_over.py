@@ -25,7 +25,7 @@ def failed_databases(snapshot: Snapshot) -> set[str]:
 def carry_over(previous: Snapshot | None, new: Snapshot, config: Config) -> Snapshot:
     """The new snapshot with what the old one knew of databases it could not read, and the
     panes' per-snapshot indexes built here, in the refresh worker, not on the UI thread."""
-    from lockconsole.tui.panes import prepared
+    from lockconsole.tui.pane_rows import prepared
 
     return prepared(_carry_over(previous, new, config))
 

@@ -1,7 +1,7 @@
 """The run path's read of the ledger's control table (`lockconsole_controls`): a job's pause.
 
 Raw driver, no SQLAlchemy: every attempt asks before it tries the lock. The console's side (list,
-pause, resume) is `pauses.Controls`. A pause whose `until` has passed is over.
+pause, resume) is `pauses.Pauses`. A pause whose `until` has passed is over.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends.ledger.store import Ledger
-from lockconsole.backends.ledger.times import from_db
+from lockconsole.backends.ledger.timestamps import from_db
 from lockconsole.model.jobs import Pause
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from lockconsole.backends.audit import Actor, AuditLog
 from lockconsole.backends.ledger import requests
-from lockconsole.backends.ledger.pauses import MAX_NOTE, Controls
+from lockconsole.backends.ledger.pauses import MAX_NOTE, Pauses
 from lockconsole.backends.ledger.requests import Request
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
@@ -18,16 +18,16 @@ from lockconsole.model.jobs import Job, Pause
 DEFAULT_TIMEOUT = timedelta(minutes=1)  # a request no instance took by then expires
 
 
-class JobControls:
-    """Pauses of the configured jobs, in each job's ledger database."""
+class Steering:
+    """Pauses and run requests of the configured jobs, in each job's ledger database, audited."""
 
     def __init__(self, config: Config, connections: Connections, actor: Actor) -> None:
         self.config = config
         self.connections = connections
         self.actor = actor
 
-    def _controls(self, job: Job) -> Controls:
-        return Controls(self.connections.ledger(self.config.ledger_for(job).name))
+    def _pauses(self, job: Job) -> Pauses:
+        return Pauses(self.connections.ledger(self.config.ledger_for(job).name))
 
     def pauses(
         self, jobs: Iterable[Job], now: datetime, errors: dict[str, str]
@@ -39,7 +39,7 @@ class JobControls:
             if ledger_name in errors:
                 continue
             try:
-                pauses = Controls(self.connections.ledger(ledger_name)).pauses(now)
+                pauses = Pauses(self.connections.ledger(ledger_name)).pauses(now)
             except Exception as exc:
                 errors[ledger_name] = self.connections.error_text(ledger_name, exc)
                 continue
@@ -69,7 +69,7 @@ class JobControls:
         try:
             entry = audit.begin(self.actor, "pause", f"{job.name}: {note}")
             try:
-                self._controls(job).pause(pause)
+                self._pauses(job).pause(pause)
             except Exception as exc:
                 audit.finish(entry, "error", str(exc))
                 raise
@@ -85,7 +85,7 @@ class JobControls:
         try:
             entry = audit.begin(self.actor, "resume", job.name)
             try:
-                ended = self._controls(job).resume(job.name, self._now(job))
+                ended = self._pauses(job).resume(job.name, self._now(job))
             except Exception as exc:
                 audit.finish(entry, "error", str(exc))
                 raise

@@ -1,5 +1,5 @@
-"""`lockconsole pause | resume | output`: steer the fleet's jobs through the ledger's control
-table, and read what a run left (its output tail, or its traceback)."""
+"""`lockconsole pause | resume | request | output`: steer the fleet's jobs through the ledger's
+control table and run requests, and read what a run left (its output tail, or its traceback)."""
 
 from __future__ import annotations
 
