@@ -38,14 +38,14 @@ test-zones: $(STAMP)
 	TZ=Pacific/Chatham $(BIN)/python -m pytest $(ZONE_TESTS) -k 'not long_messages' $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check lockconsole tests $(wildcard bench)
-	$(BIN)/ruff format --check lockconsole tests $(wildcard bench)
+	$(BIN)/ruff check lockconsole tests tools $(wildcard bench)
+	$(BIN)/ruff format --check lockconsole tests tools $(wildcard bench)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format lockconsole tests bench
-	$(BIN)/ruff check --fix lockconsole tests bench
+	$(BIN)/ruff format lockconsole tests tools bench
+	$(BIN)/ruff check --fix lockconsole tests tools bench
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
@@ -59,7 +59,7 @@ soak: $(STAMP)
 	LOCKCONSOLE_SOAK=long $(BIN)/python -m pytest tests/faults -k soak -s
 
 screenshots: $(STAMP)
-	$(BIN)/python -m lockconsole.tui.screenshots screenshots
+	$(BIN)/python -m tools.screenshots screenshots
 	$(BIN)/lockconsole demo --screenshot screenshots/demo.svg --for 30
 
 clean:

@@ -59,8 +59,8 @@ def _churned(holders: list[Any], round_no: int) -> list[Any]:
 async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.sample_console import SampleConsole
     from lockconsole.tui.widgets.holders import HoldersView
+    from tools.sample_console import SampleConsole
 
     facade = SampleConsole(holders=holders)
     started = time.perf_counter()
@@ -137,7 +137,7 @@ async def _naive(holders: list[Any]) -> dict[str, Any]:
 
 
 def run() -> list[Row]:
-    from lockconsole.tui.sample import many_holders
+    from tools.sample import many_holders
 
     holders = many_holders(HOLDERS)
     progress(f"console: naive DataTable, {NAIVE_ROUNDS} reloads of {HOLDERS:,} rows")

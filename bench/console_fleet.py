@@ -35,7 +35,7 @@ def _fleet(minutes_on: int = 0) -> Any:
     from lockconsole.model.jobs import Job, LockKey
     from lockconsole.model.verdict import SlotTally, Span
     from lockconsole.model.views import JobStatus, Snapshot
-    from lockconsole.tui.sample import FROZEN_NOW, make_run
+    from tools.sample import FROZEN_NOW, make_run
 
     now = FROZEN_NOW.replace(second=0, microsecond=0) + timedelta(minutes=minutes_on)
     jobs = [
@@ -84,7 +84,7 @@ def _fleet(minutes_on: int = 0) -> Any:
 async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.sample_console import SampleConsole
+    from tools.sample_console import SampleConsole
 
     facade = SampleConsole()
     facade.set_snapshot(snapshots[0])
@@ -112,7 +112,7 @@ async def _refreshes(snapshots: list[Any]) -> dict[str, float]:
 
 
 def run() -> list[Row]:
-    from lockconsole.tui.sample import sample_snapshot
+    from tools.sample import sample_snapshot
 
     progress(f"console fleet: {JOBS} jobs x {INSTANCES} instances, {LOOKBACK_MINUTES} min judged")
     fleet = [_fleet(m) for m in range(3)]

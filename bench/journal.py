@@ -57,7 +57,7 @@ def run() -> list[Row]:
 
 
 def _holders(start: int, count: int) -> list[Any]:
-    from lockconsole.tui.sample import many_holders
+    from tools.sample import many_holders
 
     return [replace(h, key=str(start + i)) for i, h in enumerate(many_holders(count))]
 

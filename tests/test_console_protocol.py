@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lockconsole.tui.sample_console import SampleConsole
+from tools.sample_console import SampleConsole
 
 
 def test_sample_find_holders_matches_granted_holders_only() -> None:

@@ -12,12 +12,13 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "README.md", "lockconsole")
+SOURCES = ("pyproject.toml", "README.md", "lockconsole", "tools")  # tools/ must stay out
 
 
 def _run(
@@ -66,6 +67,11 @@ def test_wheel_in_a_clean_venv(reachable_tmp: Path) -> None:
     )
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("lockconsole-*.whl")
+    with zipfile.ZipFile(wheel) as built_wheel:
+        shipped = [name for name in built_wheel.namelist() if not name.startswith("lockconsole-")]
+    assert "lockconsole/tui/app.py" in shipped
+    assert not [name for name in shipped if not name.startswith("lockconsole/")], shipped
+    assert not [name for name in shipped if "sample" in name or "screenshots" in name], shipped
 
     home = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(home)

@@ -1,6 +1,6 @@
 """What the CLI and the TUI may ask of a console: the Console facade's public surface.
 
-Console (over real databases) and tui.sample_console.SampleConsole (over a fixed data set) both
+Console (over real databases) and tools.sample_console.SampleConsole (over a fixed data set) both
 satisfy ConsoleFacade; callers type against it, not against either class, and catch the
 ReadOnlyError it raises.
 """

@@ -22,13 +22,13 @@ from lockconsole.console.facade import Console
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.tui.sample import FROZEN_NOW, many_holders
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen, help_rows
 from lockconsole.tui.widgets.holder_rows import holder_key
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
+from tools.sample import FROZEN_NOW, many_holders
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync, until
 

@@ -10,8 +10,8 @@ from textual.widgets import DataTable
 
 from lockconsole.text.times import clock
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import settle, sync, until
 

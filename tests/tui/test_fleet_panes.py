@@ -33,9 +33,9 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.messages import SnapshotLoaded
 from lockconsole.tui.pane_models import build_panes
 from lockconsole.tui.pane_rows import run_key
-from lockconsole.tui.sample import FROZEN_NOW, make_run
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.pane_table import PaneTable
+from tools.sample import FROZEN_NOW, make_run
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync, until
 

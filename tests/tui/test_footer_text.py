@@ -4,8 +4,8 @@ rendered line): `? Help` and `q Quit` are in view on the dashboard, cut or not."
 from __future__ import annotations
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import settle, sync
 

@@ -19,10 +19,10 @@ from textual.strip import Strip
 
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW, many_holders, sample_holders
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
+from tools.sample import FROZEN_NOW, many_holders, sample_holders
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync
 

@@ -13,11 +13,11 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens import DuplicatesScreen, TimelineScreen
 from lockconsole.tui.screens.confirm import ReleaseModal
 from lockconsole.tui.widgets.consequences import release_consequences
+from tools.sample import FROZEN_NOW, sample_snapshot
+from tools.sample_console import SampleConsole
 
 from helpers import settle as settle_app
 

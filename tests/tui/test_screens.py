@@ -23,7 +23,6 @@ from textual.widgets import Button, DataTable, Input, Static
 
 from lockconsole.config.loader import parse_config
 from lockconsole.model.views import Holder
-from lockconsole.tui.sample import FROZEN_NOW, sample_snapshot
 from lockconsole.tui.screens import (
     DuplicatesScreen,
     HelpScreen,
@@ -31,6 +30,7 @@ from lockconsole.tui.screens import (
     TimelineScreen,
 )
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
+from tools.sample import FROZEN_NOW, sample_snapshot
 
 from helpers import settle
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import first_data
 

@@ -18,10 +18,10 @@ from rich.text import Text
 
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync, until
 

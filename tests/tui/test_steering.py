@@ -12,11 +12,11 @@ from typing import Any
 from textual.widgets import Input, Static
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.confirm import ConfirmModal
 from lockconsole.tui.screens.pause import PauseModal
 from lockconsole.tui.widgets.pane_table import PaneTable
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import settle, sync, until
 

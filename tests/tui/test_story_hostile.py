@@ -17,10 +17,10 @@ from hostile import corpus, raw_controls
 from lockconsole.model.story import events, verdict
 from lockconsole.model.views import Alert, AuditEntry, DuplicateGroup, JournalEntry, SlotStory
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW, make_run
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.run_detail import RunDetailScreen
 from lockconsole.tui.screens.story import StoryScreen
+from tools.sample import FROZEN_NOW, make_run
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync, until
 

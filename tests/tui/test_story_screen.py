@@ -29,8 +29,6 @@ from lockconsole.model.views import SlotStory
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.pane_rows import run_key
 from lockconsole.tui.past import parse_moment
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.alerts import AlertsScreen
 from lockconsole.tui.screens.dashboard import DashboardScreen
 from lockconsole.tui.screens.help import help_rows
@@ -38,6 +36,8 @@ from lockconsole.tui.screens.run_detail import RunDetailScreen
 from lockconsole.tui.screens.story import StoryScreen, story_lines
 from lockconsole.tui.screens.travel import TravelModal
 from lockconsole.tui.widgets.holders import HoldersView
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import first_data, settle, sync, until
 

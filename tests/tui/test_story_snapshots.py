@@ -16,9 +16,9 @@ from textual.app import App
 from textual.screen import Screen
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.screens.story import StoryScreen
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 from helpers import settle as settle_app
 from helpers import until

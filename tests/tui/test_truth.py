@@ -245,8 +245,8 @@ def test_runs_of_jobs_not_in_this_config_are_marked_and_raise_no_alerts(
 async def test_log_lines_carry_their_time() -> None:
     from textual.widgets import RichLog
 
-    from lockconsole.tui.sample import FROZEN_NOW
-    from lockconsole.tui.sample_console import SampleConsole
+    from tools.sample import FROZEN_NOW
+    from tools.sample_console import SampleConsole
 
     now = [FROZEN_NOW]
     app = LockConsoleApp(SampleConsole(), clock=lambda: now[0], refresh=3600)

@@ -1,4 +1,4 @@
-"""`python -m lockconsole.tui.screenshots FOLDER`: SVG screenshots written by the app itself.
+"""`python -m tools.screenshots FOLDER`: SVG screenshots written by the app itself.
 
 The console runs headless on the fixed sample data set (SampleConsole, frozen clock) at
 120x40, is driven by keys like an operator, and saves each view with App.save_screenshot:
@@ -18,9 +18,9 @@ from typing import Any
 from textual.widgets import Input
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.sample import FROZEN_NOW
-from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.holders import HoldersView
+from tools.sample import FROZEN_NOW
+from tools.sample_console import SampleConsole
 
 SIZE = (120, 40)
 VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -1,4 +1,5 @@
-"""A Console stand-in over the fixed sample data (tui/sample.py), for snapshots and screenshots."""
+"""A Console stand-in over the fixed sample data (tools/sample.py), for the TUI tests, the
+screenshots and the console benchmarks."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
     from lockconsole.engine.stopping import Stop
 
-from lockconsole.tui.sample import (
+from tools.sample import (
     FROZEN_NOW,
     make_run,
     sample_config,
