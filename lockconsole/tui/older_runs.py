@@ -11,10 +11,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lockconsole.model.jobs import Run
 from lockconsole.model.views import RunFilter
+
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
 
 PAGE = 200  # runs read per "m"
 FIELDS = ("job", "instance", "outcome")
@@ -88,7 +91,7 @@ class OlderRuns:
         with self._lock:
             return list(self._runs) if wanted.fields == self._fields else []
 
-    def load(self, facade: Any, wanted: HistoryFilter, before: datetime) -> list[Run]:
+    def load(self, facade: ConsoleFacade, wanted: HistoryFilter, before: datetime) -> list[Run]:
         """Read one page of runs that started before `before`, for `wanted`'s field words, and
         keep them; the page read. Runs in a worker thread (it reads the ledgers)."""
         where = RunFilter(instance=wanted.instance, outcome=wanted.outcome, until=before)

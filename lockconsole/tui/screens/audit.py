@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +28,10 @@ from lockconsole.text.safe import data_text, shown
 from lockconsole.text.times import clock, stamp, zone_label
 from lockconsole.tui.widgets.tables import sync_table
 
+if TYPE_CHECKING:
+    from lockconsole.console.protocol import ConsoleFacade
+    from lockconsole.model.views import AuditEntry
+
 AUDIT_COLUMNS = ("AT", "ACTION", "JOB", "BY", "DATABASE", "TARGET", "RESULT", "MESSAGE")
 RESULT_STYLE = {
     "attempted": "yellow",
@@ -40,7 +44,7 @@ RESULT_STYLE = {
 }
 
 
-def audit_rows(entries: list[Any], now: datetime, zone: tzinfo | None) -> list[Any]:
+def audit_rows(entries: list[AuditEntry], now: datetime, zone: tzinfo | None) -> list[Any]:
     """(row key, cells) of each audit entry, in the order given (newest first)."""
     return [
         (
@@ -60,7 +64,7 @@ def audit_rows(entries: list[Any], now: datetime, zone: tzinfo | None) -> list[A
     ]
 
 
-def audit_fields(entry: Any, zone: tzinfo | None) -> Table:
+def audit_fields(entry: AuditEntry, zone: tzinfo | None) -> Table:
     """Every field of one audit entry, whole, as a two-column grid."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
@@ -100,7 +104,7 @@ class AuditDetailScreen(ModalScreen[None]):
         Binding("q", "app.quit", "Quit", id="quit_from_modal"),
     ]
 
-    def __init__(self, entry: Any, *, zone: tzinfo | None = None) -> None:
+    def __init__(self, entry: AuditEntry, *, zone: tzinfo | None = None) -> None:
         super().__init__()
         self.entry = entry
         self.zone = zone
@@ -136,13 +140,13 @@ class AuditScreen(Screen[None]):
     ]
 
     def __init__(
-        self, facade: Any, *, now: Callable[[], datetime], zone: tzinfo | None = None
+        self, facade: ConsoleFacade, *, now: Callable[[], datetime], zone: tzinfo | None = None
     ) -> None:
         super().__init__()
         self.facade = facade
         self.now = now
         self.zone = zone
-        self.entries: dict[str, Any] = {}  # row key -> the entry it shows
+        self.entries: dict[str, AuditEntry] = {}  # row key -> the entry it shows
 
     def compose(self) -> ComposeResult:
         yield Static(
@@ -174,7 +178,7 @@ class AuditScreen(Screen[None]):
             entries, errors = None, [("audit", " ".join(str(exc).split()))]
         self.app.call_from_thread(self._show, entries, errors)
 
-    def _show(self, entries: list[Any] | None, errors: list[tuple[str, str]]) -> None:
+    def _show(self, entries: list[AuditEntry] | None, errors: list[tuple[str, str]]) -> None:
         table = self.query_one("#audit", DataTable)
         table.loading = False
         if entries is not None:
