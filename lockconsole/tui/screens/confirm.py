@@ -8,6 +8,8 @@ ReleaseModal(holder, blocks, zone, consequences)
                                      typing the job name (or the
                                      key, for an unmapped holder) enables Release; a waiter
                                      cannot be released, so it only offers Cancel
+InputModal                 the shape of a one-field question (the pause's note, the moment to
+                           travel to): Enter or the first button submits, Escape cancels
 QuitRunModal(job)          -> str    quitting with a triggered run going: "stop" (s) it and
                                      quit, "wait" (w, or q: asking to quit again never stops
                                      a run) for it and quit, or "cancel" (Escape)
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import tzinfo
+from typing import TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -48,6 +51,48 @@ DIALOG_CSS = """
     & #buttons Button { margin-left: 2; }
     & #body-scroll { height: auto; max-height: 16; }
 """
+
+_Answer = TypeVar("_Answer")
+
+
+class InputModal(ModalScreen[_Answer | None]):
+    """A question with one text field: a title, a paragraph, the field, then Go and Cancel.
+    Each subclass sets its CSS and bindings (their ids are the keymap's), says what it asks
+    (`question`) and reads the text (`submitted`: dismiss with the answer, or notify why not)."""
+
+    def question(self) -> tuple[str, str, Input, str]:
+        """The title, the paragraph, the field (with its id) and the Go button's label."""
+        raise NotImplementedError
+
+    def submitted(self, text: str) -> None:
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        title, body, field, go = self.question()
+        with Vertical(id="dialog"):
+            yield Static(title, id="title", markup=False)
+            yield Static(body, id="body", markup=False)
+            yield field
+            with Horizontal(id="buttons"):
+                yield Button(go, id="confirm", variant="warning", compact=True)
+                yield Button("Cancel (Esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.submitted(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm":
+            self.submitted(self.query_one(Input).value)
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmModal(ModalScreen[bool]):

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Input
 
 from lockconsole.model.jobs import Pause
 from lockconsole.text.safe import shown
-from lockconsole.tui.screens.confirm import DIALOG_CSS, ConfirmModal
+from lockconsole.tui.screens.confirm import DIALOG_CSS, ConfirmModal, InputModal
 
 if TYPE_CHECKING:
     from lockconsole.console.protocol import ConsoleFacade
@@ -37,7 +35,7 @@ class Host(Protocol):
     def call_from_thread(self, callback: Any, *args: Any) -> Any: ...
 
 
-class PauseModal(ModalScreen[str | None]):
+class PauseModal(InputModal[str]):
     """The note of a pause: why the job must not run (everyone sees it)."""
 
     DEFAULT_CSS = "PauseModal {" + DIALOG_CSS + "}"
@@ -51,43 +49,20 @@ class PauseModal(ModalScreen[str | None]):
         super().__init__()
         self.job = job
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static(shown(f"Pause {self.job} on every instance?"), id="title", markup=False)
-            yield Static(
-                "Every attempt records 'paused' and runs nothing until you resume it. "
-                "Why? (the note is shown to everyone)",
-                id="body",
-                markup=False,
-            )
-            yield Input(placeholder="note, e.g. incident 42: invoices doubled", id="note")
-            with Horizontal(id="buttons"):
-                yield Button("Pause (Enter)", id="confirm", variant="warning", compact=True)
-                yield Button("Cancel (Esc)", id="cancel", compact=True)
+    def question(self) -> tuple[str, str, Input, str]:
+        body = (
+            "Every attempt records 'paused' and runs nothing until you resume it. "
+            "Why? (the note is shown to everyone)"
+        )
+        field = Input(placeholder="note, e.g. incident 42: invoices doubled", id="note")
+        return shown(f"Pause {self.job} on every instance?"), body, field, "Pause (Enter)"
 
-    def on_mount(self) -> None:
-        self.query_one("#note", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "confirm":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def _submit(self) -> None:
-        note = self.query_one("#note", Input).value.strip()
+    def submitted(self, text: str) -> None:
+        note = text.strip()
         if not note:
             self.notify("Type a note saying why", severity="warning")
             return
         self.dismiss(note)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def resume_question(pause: Pause) -> tuple[str, list[str]]:

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from datetime import datetime, tzinfo
 
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Input
 
 from lockconsole.text.times import stamp, zone_label
 from lockconsole.tui.past import parse_moment
-from lockconsole.tui.screens.confirm import DIALOG_CSS
+from lockconsole.tui.screens.confirm import DIALOG_CSS, InputModal
 
 
-class TravelModal(ModalScreen[datetime | None]):
+class TravelModal(InputModal[datetime]):
     """The moment to see the dashboard at: holders from the journal, history as of then."""
 
     DEFAULT_CSS = "TravelModal {" + DIALOG_CSS + "}"
@@ -34,37 +31,16 @@ class TravelModal(ModalScreen[datetime | None]):
         self.default = default
         self.zone = zone
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static("Go back to a moment", id="title", markup=False)
-            yield Static(
-                "The holders as the holder journal saw them then, the history as of then. "
-                f"Type a time in {zone_label(self.zone)} (02:00:03 is on the day shown), "
-                "or ISO 8601 with a zone.",
-                id="body",
-                markup=False,
-            )
-            yield Input(stamp(self.default, ms=True, zone=False, tz=self.zone), id="moment")
-            with Horizontal(id="buttons"):
-                yield Button("Go (Enter)", id="confirm", variant="warning", compact=True)
-                yield Button("Cancel (Esc)", id="cancel", compact=True)
+    def question(self) -> tuple[str, str, Input, str]:
+        body = (
+            "The holders as the holder journal saw them then, the history as of then. "
+            f"Type a time in {zone_label(self.zone)} (02:00:03 is on the day shown), "
+            "or ISO 8601 with a zone."
+        )
+        field = Input(stamp(self.default, ms=True, zone=False, tz=self.zone), id="moment")
+        return "Go back to a moment", body, field, "Go (Enter)"
 
-    def on_mount(self) -> None:
-        self.query_one("#moment", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "confirm":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def _submit(self) -> None:
-        text = self.query_one("#moment", Input).value
+    def submitted(self, text: str) -> None:
         day = datetime.fromisoformat(stamp(self.default, zone=False, tz=self.zone)).date()
         try:
             moment = parse_moment(text, self.zone, day)
@@ -72,6 +48,3 @@ class TravelModal(ModalScreen[datetime | None]):
             self.notify(str(exc), severity="warning")
             return
         self.dismiss(moment)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
