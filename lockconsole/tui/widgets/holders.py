@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -36,7 +35,7 @@ from lockconsole.tui.widgets.holder_rows import (
     HolderRows,
     SortBy,
 )
-from lockconsole.tui.widgets.tables import step_column
+from lockconsole.tui.widgets.tables import row_cursor_keys, step_column
 
 
 class Columns:
@@ -82,17 +81,7 @@ class Columns:
 class HoldersView(ScrollView, can_focus=True):
     """Every holder and waiter, grouped by job or by session, with a row cursor."""
 
-    BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First", show=False),
-        Binding("end,G", "jump(-1)", "Last", show=False),
-        Binding("enter", "screen.describe", "Describe", show=False),
-        Binding("left", "pan(-8)", "Left", show=False),
-        Binding("right", "pan(8)", "Right", show=False),
-    ]
+    BINDINGS = row_cursor_keys("jump(0)", "jump(-1)", "screen.describe", "Describe")
     COMPONENT_CLASSES = {
         "holders-view--header",
         "holders-view--group",

@@ -25,7 +25,6 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -39,7 +38,7 @@ from lockconsole.tui.widgets.table_model import (
     heading,
     safe_cell,
 )
-from lockconsole.tui.widgets.tables import next_sort, step_column
+from lockconsole.tui.widgets.tables import next_sort, row_cursor_keys, step_column
 
 Live = Callable[[str], Sequence[Cell] | None]
 
@@ -75,17 +74,7 @@ def cell_segments(cell: Text, width: int) -> list[Segment]:
 class PaneTable(ScrollView, can_focus=True):
     """A dashboard pane's table over a TableModel: a row cursor, identifying columns fixed."""
 
-    BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "first_row", "First", show=False),
-        Binding("end,G", "last_row", "Last", show=False),
-        Binding("enter", "select_row", "Select", show=False),
-        Binding("left", "pan(-8)", "Left", show=False),
-        Binding("right", "pan(8)", "Right", show=False),
-    ]
+    BINDINGS = row_cursor_keys("first_row", "last_row", "select_row", "Select")
     COMPONENT_CLASSES = {
         "pane-table--header",
         "pane-table--even-row",

@@ -21,12 +21,30 @@ from typing import TypeVar
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from lockconsole.tui.widgets.table_model import Cell, Rows, safe_cell
 
 REBUILD_ABOVE = 16  # changed rows updated cell by cell; more: the table is rebuilt
 Column = TypeVar("Column")
+
+
+def row_cursor_keys(first: str, last: str, enter: str, enter_label: str) -> list[BindingType]:
+    """The keys of a painted pane with a row cursor (the holders view, the jobs and history
+    panes): arrows and pages move the cursor, `first` / `last` are Home's and End's actions,
+    Enter does `enter`, left and right pan the columns."""
+    return [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", first, "First", show=False),
+        Binding("end,G", last, "Last", show=False),
+        Binding("enter", enter, enter_label, show=False),
+        Binding("left", "pan(-8)", "Left", show=False),
+        Binding("right", "pan(8)", "Right", show=False),
+    ]
 
 
 def step_column(count: int, chosen: int | None, sorted_at: int | None, step: int) -> int:
