@@ -254,17 +254,24 @@ class Attempt:
                 stop_seconds=STOPPING_FINISH,
             )
         except Overdue as exc:
-            log.warning("job %s: %s: the lock counts as lost", self.job.name, exc)
-            self.lost.set()
-            self._cut_loose()
-            self.run = evolve(
-                self.run,
-                outcome="lock_lost",
-                exit_code=exit_code,
-                message=f"{exc}; the ledger's row is closed by the next attempt (its end unknown)",
-            )
-            log_attempt(self.run.outcome, self.run)
-            return self.run
+            return self._unanswered(str(exc), exit_code)
+
+    def _unanswered(self, what: str, exit_code: int | None, *, give_back_lock: bool = False) -> Run:
+        """The finish got no answer in time: the lock counts as lost, its connections are cut
+        loose, and the ledger's row is left for the next attempt to close."""
+        log.warning("job %s: %s: the lock counts as lost", self.job.name, what)
+        self.lost.set()
+        self._cut_loose()
+        self.run = evolve(
+            self.run,
+            outcome="lock_lost",
+            exit_code=exit_code,
+            message=f"{what}; the ledger's row is closed by the next attempt (its end unknown)",
+        )
+        if give_back_lock and self.lock is not None:
+            give_back(self.sessions, self.session_key, self.lock, self.ledger, keep=False)
+        log_attempt(self.run.outcome, self.run)
+        return self.run
 
     def _merged_finish(
         self, outcome: str, exit_code: int | None, message: str | None
@@ -304,18 +311,7 @@ class Attempt:
             finished = None
         if overdue.is_set():
             what = f"recording the outcome: no answer within {seconds:.1f} s"
-            log.warning("job %s: %s: the lock counts as lost", self.job.name, what)
-            self.lost.set()
-            self._cut_loose()
-            self.run = evolve(
-                self.run,
-                outcome="lock_lost",
-                exit_code=exit_code,
-                message=f"{what}; the ledger's row is closed by the next attempt (its end unknown)",
-            )
-            give_back(self.sessions, self.session_key, lock, self.ledger, keep=False)
-            log_attempt(self.run.outcome, self.run)
-            return self.run
+            return self._unanswered(what, exit_code, give_back_lock=True)
         if finished is None:
             return None
         if not (finished.held and finished.released and finished.outcome is not None):
