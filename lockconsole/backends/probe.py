@@ -63,7 +63,7 @@ def _probe_pg(url: DatabaseURL) -> Probe:
 
     conn = connect_pg(url, application_name=APPLICATION_NAME)
     try:
-        server = _rows(conn, "probe_server", "postgresql")[0]
+        server = _rows(conn, "probe_account", "postgresql")[0]
         tables = _rows(conn, "select_lease_tables", "postgresql")
     except psycopg.Error as exc:
         raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None
@@ -102,7 +102,7 @@ def _probe_mysql(url: DatabaseURL) -> Probe:
 
     conn = connect_mysql(url)
     try:
-        server = _rows(conn, "probe_server", "mysql")[0]
+        server = _rows(conn, "probe_account", "mysql")[0]
         tables = _rows(conn, "select_lease_tables", "mysql")
     except pymysql.MySQLError as exc:
         raise DatabaseError(f"{url.masked}: {scrub(first_line(exc), url)}") from None

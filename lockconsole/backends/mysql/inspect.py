@@ -130,7 +130,7 @@ class MysqlInspector:
         notes.append(better)
         if self._mariadb:
             try:
-                self._run("probe_mysql_mli")
+                self._run("probe_metadata_lock_info_mysql")
             except pymysql.MySQLError:
                 notes.append(
                     "only configured job names are checked and waiters are not shown: "
@@ -157,7 +157,7 @@ class MysqlInspector:
                 "server config to see every holder and waiter"
             )
         try:
-            row = self._run("probe_mysql_psmdl")[0]
+            row = self._run("probe_performance_schema_mysql")[0]
         except pymysql.MySQLError as exc:
             if classify(exc) == "denied":
                 return "grant SELECT ON performance_schema.* to see every holder and waiter"

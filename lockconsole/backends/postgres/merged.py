@@ -260,7 +260,7 @@ class XactMerged(Merged):
                 lock.held = True
                 row = ledger.decide(params)
             else:
-                lock.conn.execute(sqlfiles.load("rollback_transaction"))
+                lock.conn.rollback()
                 row = ledger.decide(params)
         except psycopg.Error as exc:  # the refused try's ROLLBACK: nothing is held
             if not lock.gone():

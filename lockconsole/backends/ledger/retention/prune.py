@@ -216,12 +216,12 @@ class _Pruner:
             held = float(on_server)  # the round trip's rest (network, this client) locks nothing
         else:
             rows = [{**vars(s), **{k: self.db(getattr(s, k)) for k in _TIMES}} for s in summaries]
-            self.sql("begin_transaction", {}, lambda cur: None)
+            self.sql("begin_transaction", {}, lambda cur: None)  # sqlite3 has no begin()
             try:
                 self.many("insert_slot_summary", rows)
                 outputs = self.sql("delete_pruned_outputs", listed, lambda cur: cur.rowcount)
                 deleted = self.sql("delete_pruned_runs", listed, lambda cur: cur.rowcount)
-                self.sql("commit_transaction", {}, lambda cur: None)
+                self.ledger.connection.commit()  # PyMySQL's and sqlite3's own COMMIT
             except BaseException:
                 self.rollback()
                 raise
@@ -237,7 +237,7 @@ class _Pruner:
 
     def rollback(self) -> None:
         try:
-            self.sql("rollback_transaction", {}, lambda cur: None)
+            self.ledger.connection.rollback()
         except Exception:  # the connection broke: the server rolled it back
             pass
 
