@@ -59,7 +59,7 @@ def _churned(holders: list[Any], round_no: int) -> list[Any]:
 async def _console(holders: list[Any]) -> dict[str, Any]:
     from lockconsole.tui.app import LockConsoleApp
     from lockconsole.tui.messages import SnapshotLoaded
-    from lockconsole.tui.widgets.holders import HoldersView
+    from lockconsole.tui.widgets.holders.view import HoldersView
     from tools.sample_console import SampleConsole
 
     facade = SampleConsole(holders=holders)

@@ -18,7 +18,7 @@ from typing import Any
 from textual.widgets import Input
 
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from tools.sample import FROZEN_NOW
 from tools.sample_console import SampleConsole
 

@@ -45,9 +45,9 @@ from lockconsole.tui.collector import Collector
 from lockconsole.tui.messages import HolderReleased, JobTriggered, SnapshotLoaded
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
-from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.dashboard.screen import DashboardScreen
 from lockconsole.tui.screens.timeline import TimelineScreen
-from lockconsole.tui.widgets.holder_rows import GroupBy, SortBy
+from lockconsole.tui.widgets.holders.rows import GroupBy, SortBy
 
 if TYPE_CHECKING:
     from lockconsole.config.loader import Config

@@ -9,7 +9,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
 from lockconsole.tui.bindings import ACTIONS, ConsoleAction
-from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.dashboard.screen import DashboardScreen
 
 
 class ActionsProvider(Provider):

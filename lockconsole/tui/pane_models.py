@@ -3,7 +3,7 @@
     view = PaneView(...)                      # taken on the UI thread when a refresh starts
     panes = build_panes(snapshot, view, now, older=runs, previous=panes_on_screen)
 
-The holders' rows (`holder_rows.layout`), the jobs' and the history's table models
+The holders' rows (`holders.rows.layout`), the jobs' and the history's table models
 (`table_model.table_model`: sorted, every cell made safe, columns measured) and the run behind
 each history row. The UI thread only swaps them in (`DashboardScreen.show_data`); when the
 filter, a sort or the grouping changed while the worker ran (`view` is no longer the screen's),
@@ -26,8 +26,8 @@ from lockconsole.tui.pane_rows import (
     history_rows,
     job_rows,
 )
-from lockconsole.tui.widgets.holder_rows import GroupBy, HolderRows, layout
-from lockconsole.tui.widgets.holder_rows import SortBy as HolderSort
+from lockconsole.tui.widgets.holders.rows import GroupBy, HolderRows, layout
+from lockconsole.tui.widgets.holders.rows import SortBy as HolderSort
 from lockconsole.tui.widgets.table_model import SortBy, TableModel, table_model
 from lockconsole.tui.widgets.tables import today_in
 

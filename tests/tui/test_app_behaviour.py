@@ -22,10 +22,10 @@ from lockconsole.console.facade import Console
 from lockconsole.model.views import Snapshot
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
-from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.dashboard.screen import DashboardScreen
 from lockconsole.tui.screens.help import HelpScreen, help_rows
-from lockconsole.tui.widgets.holder_rows import holder_key
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.rows import holder_key
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW, many_holders
 from tools.sample_console import SampleConsole

@@ -25,7 +25,7 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import mysql_connect, settle, sync, unavailable

@@ -25,7 +25,7 @@ from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.confirm import ReleaseModal
 from lockconsole.tui.screens.fleet import TriggerModal
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import eventually, mysql_connect, sync, until

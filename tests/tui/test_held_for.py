@@ -26,9 +26,9 @@ from lockconsole.config.loader import Config, parse_config
 from lockconsole.console.facade import Console
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holder_facts import held_since_text
-from lockconsole.tui.widgets.holder_rows import HolderRow
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.facts import held_since_text
+from lockconsole.tui.widgets.holders.rows import HolderRow
+from lockconsole.tui.widgets.holders.view import HoldersView
 
 from helpers import DEADLINE, mysql_connect, sync, until
 

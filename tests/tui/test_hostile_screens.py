@@ -19,8 +19,8 @@ from textual.widgets import DataTable, RichLog
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holder_rows import FIELDS
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.rows import FIELDS
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import settle

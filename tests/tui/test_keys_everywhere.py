@@ -26,10 +26,10 @@ from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
 from lockconsole.tui.screens.confirm import ReleaseModal
-from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.dashboard.screen import DashboardScreen
 from lockconsole.tui.screens.describe import HolderScreen, JobScreen
-from lockconsole.tui.widgets.holder_rows import layout
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.rows import layout
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW, make_run
 from tools.sample_console import SampleConsole

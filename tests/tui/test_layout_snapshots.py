@@ -19,7 +19,7 @@ from textual.strip import Strip
 
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW, many_holders, sample_holders
 from tools.sample_console import SampleConsole
@@ -114,8 +114,8 @@ def test_describe_the_stale_holder(snap_compare: Any, monkeypatch: Any, no_color
 
 def test_a_cut_cell_ends_in_an_ellipsis_and_widths_follow_the_data() -> None:
     """The layout behind the snapshots: the long name is cut with '…' at its column's most."""
-    from lockconsole.tui.widgets.holder_rows import MAX_WIDTHS, layout
-    from lockconsole.tui.widgets.holders import Columns
+    from lockconsole.tui.widgets.holders.rows import MAX_WIDTHS, layout
+    from lockconsole.tui.widgets.holders.view import Columns
 
     rows = layout(crowded_console().snapshot().holders)
     columns = Columns("job", rows.widths, None)

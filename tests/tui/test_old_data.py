@@ -25,7 +25,7 @@ from textual.widgets import Static
 from lockconsole.config.loader import parse_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 from helpers import sync, until

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW
 from tools.sample_console import SampleConsole

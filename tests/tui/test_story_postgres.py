@@ -18,7 +18,7 @@ from lockconsole import run_once
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.story import StoryScreen
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 
 import helpers
 from helpers import first_data, settle, until

@@ -30,12 +30,12 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.pane_rows import run_key
 from lockconsole.tui.past import parse_moment
 from lockconsole.tui.screens.alerts import AlertsScreen
-from lockconsole.tui.screens.dashboard import DashboardScreen
+from lockconsole.tui.screens.dashboard.screen import DashboardScreen
 from lockconsole.tui.screens.help import help_rows
 from lockconsole.tui.screens.run_detail import RunDetailScreen
 from lockconsole.tui.screens.story import StoryScreen, story_lines
 from lockconsole.tui.screens.travel import TravelModal
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 from tools.sample import FROZEN_NOW
 from tools.sample_console import SampleConsole
 

@@ -24,7 +24,7 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.view import HoldersView
 
 from helpers import DEADLINE, sync, until
 from tcp_proxy import SwitchableProxy

@@ -1,4 +1,4 @@
-"""The console's screens. The dashboard (lockconsole.tui.screens.dashboard) is the app's
+"""The console's screens. The dashboard (lockconsole.tui.screens.dashboard.screen) is the app's
 default screen; the detail screens are pushed over it:
 
     DuplicatesScreen(console, job)               duplicate keys of the idempotency table

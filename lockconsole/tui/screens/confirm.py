@@ -34,7 +34,7 @@ from textual.widgets import Button, Input, Static
 
 from lockconsole.model.views import Holder
 from lockconsole.text.safe import data_text, shown
-from lockconsole.tui.widgets.holder_facts import (
+from lockconsole.tui.widgets.holders.facts import (
     holder_details,
     holder_label,
     release_target,

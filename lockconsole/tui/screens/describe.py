@@ -31,7 +31,7 @@ from lockconsole.model.slots import next_fire
 from lockconsole.model.views import Holder, JobStatus
 from lockconsole.text import times
 from lockconsole.text.safe import data_text, shown
-from lockconsole.tui.widgets.holder_facts import holder_details, release_target
+from lockconsole.tui.widgets.holders.facts import holder_details, release_target
 
 FIRINGS = 5  # next firings shown
 LAST_RUNS = 10  # last runs shown

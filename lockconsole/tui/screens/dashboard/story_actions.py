@@ -24,7 +24,7 @@ from lockconsole.tui.widgets.past_line import past_banner, past_status
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
-    from lockconsole.tui.screens.dashboard_actions import SelectionActions
+    from lockconsole.tui.screens.dashboard.actions import SelectionActions
 
 
 W = TypeVar("W", bound=Widget)

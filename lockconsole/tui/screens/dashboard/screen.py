@@ -6,8 +6,8 @@ Its BINDINGS are screen-scoped: a screen pushed on top (a modal, duplicates, ...
 them. The refresh and its state, the workers and quitting are the app's (LockConsoleApp).
 The panes share the height by what they hold (`widgets/pane_heights.py`); the log is an
 overlay that never takes the holders' rows. What to do with a selection (describe, trigger,
-release, dupes, timeline) lives in `screens/dashboard_actions.py`; a refused action says why.
-The story of a slot, the alerts and time travel are `screens/story_actions.py`; while the
+release, dupes, timeline) lives in `actions.py`; a refused action says why.
+The story of a slot, the alerts and time travel are `story_actions.py`; while the
 clock is set back, a banner and the status line say THE PAST, and every mutation is refused.
 """
 
@@ -34,11 +34,11 @@ from lockconsole.tui.freshness import Freshness, freshness_of, pane_sources
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.pane_models import Panes, PaneView, build_panes
 from lockconsole.tui.pane_rows import HISTORY_COLUMNS, JOB_COLUMNS, Staleness, job_cells
-from lockconsole.tui.screens.dashboard_actions import SelectionActions
-from lockconsole.tui.screens.story_actions import StoryActions
+from lockconsole.tui.screens.dashboard.actions import SelectionActions
+from lockconsole.tui.screens.dashboard.story_actions import StoryActions
 from lockconsole.tui.widgets.header import header_text
-from lockconsole.tui.widgets.holder_rows import COLUMNS, FIRST_DESCENDING
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.rows import COLUMNS, FIRST_DESCENDING
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_heights import share
 from lockconsole.tui.widgets.pane_table import PaneTable
 from lockconsole.tui.widgets.status_line import banner_text, status_text
@@ -393,7 +393,7 @@ class DashboardScreen(Screen[None]):
     def action_toggle_log(self) -> None:
         self.query_one("#log", RichLog).toggle_class("-shown")
 
-    # --- selection: describe, screens and mutations (dashboard_actions.py) ----------------
+    # --- selection: describe, screens and mutations (actions.py) ----------------------
 
     def on_pane_table_row_selected(self, event: PaneTable.RowSelected) -> None:
         self.selection.describe(event.table.id)

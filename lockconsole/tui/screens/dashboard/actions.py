@@ -24,8 +24,8 @@ from lockconsole.text.safe import shown as shown_text
 from lockconsole.text.times import stamp
 from lockconsole.tui.older_runs import OlderRuns, parse_filter
 from lockconsole.tui.widgets.consequences import release_consequences, trigger_warnings
-from lockconsole.tui.widgets.holder_facts import blocked_pids
-from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.holders.facts import blocked_pids
+from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 W = TypeVar("W", bound=Widget)

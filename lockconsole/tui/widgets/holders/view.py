@@ -24,7 +24,7 @@ from textual.strip import Strip
 from lockconsole.model.views import Holder
 from lockconsole.text.safe import pad, shown
 from lockconsole.text.times import age
-from lockconsole.tui.widgets.holder_rows import (
+from lockconsole.tui.widgets.holders.rows import (
     AGE_FIELD,
     COLUMNS,
     FIELDS,
