@@ -31,7 +31,7 @@ CHANGE_LIMIT = 0.050
 
 def _fleet(minutes_on: int = 0) -> Any:
     """The fleet's snapshot, `minutes_on` minutes after the sample's moment."""
-    from lockconsole.console.reports import judge_slots
+    from lockconsole.console.snapshot.reports import judge_slots
     from lockconsole.model.jobs import Job, LockKey
     from lockconsole.model.verdict import SlotTally, Span
     from lockconsole.model.views import JobStatus, Snapshot

@@ -79,7 +79,7 @@ def attempts(u: str, count: int, start: datetime) -> list[Any]:
 
 def run() -> list[Row]:
     from lockconsole.backends.ledger.store import Ledger
-    from lockconsole.console.reports import slot_reports
+    from lockconsole.console.snapshot.reports import slot_reports
 
     u = uid()
     raw_table = f"bench_raw_runs_{u}"

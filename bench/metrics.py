@@ -21,7 +21,7 @@ TARGET = 1.0  # the exporter's work at most the snapshot's own
 
 
 def run() -> list[Row]:
-    from lockconsole.console.reports import slot_reports
+    from lockconsole.console.snapshot.reports import slot_reports
     from lockconsole.metrics.counters import Counters
     from lockconsole.metrics.figures import figures, known_jobs
     from lockconsole.model.jobs import Run

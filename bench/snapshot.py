@@ -49,7 +49,7 @@ ORDER BY l.database, keyspace, key, key1, key2, l.granted DESC, l.waitstart NULL
 def _parts(console: Any, snap: Any) -> str:
     """Where the rest of a snapshot goes: the ledger read, the sightings (how long each lock
     is held) and mark_stale, timed alone."""
-    from lockconsole.console.stale import mark_stale
+    from lockconsole.console.snapshot.stale import mark_stale
 
     jobs = list(console.config.jobs.values())
     runs = list(snap.runs)

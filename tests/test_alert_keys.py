@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from lockconsole.console.reports import alerts
+from lockconsole.console.snapshot.reports import alerts
 from lockconsole.model.views import Holder, Snapshot
 from lockconsole.tui.carry_over import news
 from lockconsole.tui.freshness import carry_alerts

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from lockconsole.config.loader import parse_config
 from lockconsole.console import facade as console_module
 from lockconsole.console.facade import Console
-from lockconsole.console.stale import mark_stale
+from lockconsole.console.snapshot.stale import mark_stale
 from lockconsole.model.views import Holder
 
 from helpers import DEADLINE

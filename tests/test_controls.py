@@ -174,7 +174,7 @@ def test_pause_refuses_bad_input_with_one_line(pg_url, uid, write_config, cli_en
 
 
 def test_firings_nobody_attempted_while_paused_are_paused_not_missed() -> None:
-    from lockconsole.console.reports import alerts, slot_reports
+    from lockconsole.console.snapshot.reports import alerts, slot_reports
     from lockconsole.model.jobs import Job, LockKey, Pause, Run
 
     hourly = Job("hourly", "main", "pg-session", LockKey("int64", 1), schedule="0 * * * *")

@@ -24,7 +24,7 @@ import pytest
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
-from lockconsole.console.reports import firings, slot_reports
+from lockconsole.console.snapshot.reports import firings, slot_reports
 from lockconsole.engine.scheduler import Scheduler
 from lockconsole.model.jobs import Job
 from lockconsole.model.slots import next_fire, repeats_wall_time, slot_for

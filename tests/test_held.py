@@ -1,11 +1,11 @@
-"""console/held.py: how long a lock is held where the database does not say (pure)."""
+"""console/snapshot/held.py: how long a lock is held where the database does not say (pure)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lockconsole.console.held import Sightings, is_idle
+from lockconsole.console.snapshot.held import Sightings, is_idle
 from lockconsole.model.views import Holder
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)

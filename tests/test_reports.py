@@ -23,8 +23,8 @@ from psycopg import sql
 
 from lockconsole.backends import sqlfiles
 from lockconsole.config.loader import Config, load_config
-from lockconsole.console.reports import alerts, firings, format_slot, slot_reports
-from lockconsole.console.stale import ORPHANED, mark_stale
+from lockconsole.console.snapshot.reports import alerts, firings, format_slot, slot_reports
+from lockconsole.console.snapshot.stale import ORPHANED, mark_stale
 from lockconsole.model.jobs import Idempotency, Job, LockKey, Run
 from lockconsole.model.slots import slot_for, utcnow
 from lockconsole.model.views import Holder

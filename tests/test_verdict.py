@@ -111,7 +111,7 @@ def test_the_ledger_views_fast_built_values_have_every_field() -> None:
     """console.ledger_view builds Span and SlotTally without __init__: every field named."""
     from dataclasses import fields
 
-    from lockconsole.console import ledger_view
+    from lockconsole.console.snapshot import ledger_view
     from lockconsole.model.verdict import SlotTally, Span
 
     assert tuple(f.name for f in fields(Span)) == ledger_view._SPAN

@@ -348,7 +348,7 @@ def sample_duplicates() -> list[DuplicateGroup]:
 
 
 def sample_snapshot(now: datetime = FROZEN_NOW) -> Snapshot:
-    from lockconsole.console.reports import alerts, slot_reports
+    from lockconsole.console.snapshot.reports import alerts, slot_reports
 
     config = sample_config()
     jobs = list(config.jobs.values())

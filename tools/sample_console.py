@@ -256,7 +256,7 @@ class SampleConsole:
         return found, []
 
     def story(self, job_name: str, slot: datetime) -> SlotStory:
-        from lockconsole.console.reports import alerts
+        from lockconsole.console.snapshot.reports import alerts
         from lockconsole.model.story import events, verdict
         from lockconsole.model.verdict import executions, overlap_seconds, slot_status
         from lockconsole.model.views import SlotReport

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lockconsole.backends.recheck import lock_free
-from lockconsole.console.reports import format_slot
+from lockconsole.console.snapshot.reports import format_slot
 from lockconsole.model.jobs import Database, Job, Run
 from lockconsole.model.views import Alert, Holder
 

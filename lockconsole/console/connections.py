@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.backends.postgres.pooler import PoolerInfo
-    from lockconsole.console.ledger_view import LedgerView
+    from lockconsole.console.snapshot.ledger_view import LedgerView
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -339,7 +339,7 @@ class Connections:
     def recent_runs(self, name: str, now: datetime) -> LedgerView:
         """What a snapshot reads of ledger `name`: its jobs' slots over [console] lookback, as
         the ledger aggregates them, and its newest attempts, at most history_limit."""
-        from lockconsole.console.ledger_view import read_view
+        from lockconsole.console.snapshot.ledger_view import read_view
 
         jobs = sorted(
             j.name for j in self.config.jobs.values() if self.config.ledger_for(j).name == name

@@ -22,9 +22,9 @@ from lockconsole.backends.inspect import ReleaseResult
 from lockconsole.config.loader import Config
 from lockconsole.console.connections import Connections
 from lockconsole.console.duplicates import Duplicates
-from lockconsole.console.held import Sightings
 from lockconsole.console.journal import HolderJournal
 from lockconsole.console.protocol import ReadOnlyError
+from lockconsole.console.snapshot.held import Sightings
 from lockconsole.console.steering import DEFAULT_TIMEOUT, Steering
 from lockconsole.model.errors import ConfigError, DatabaseError, UsageError
 from lockconsole.model.jobs import Database, Job, Pause, Run
@@ -87,9 +87,9 @@ class Console:
         Duplicates: scanned in the background every `[console] duplicates_every` at most (the
         last counts meanwhile); duplicates=True scans now and waits, False skips them.
         """
-        from lockconsole.console.ledger_view import merged
-        from lockconsole.console.reports import alerts, clock_alerts, judge_slots
-        from lockconsole.console.stale import mark_stale
+        from lockconsole.console.snapshot.ledger_view import merged
+        from lockconsole.console.snapshot.reports import alerts, clock_alerts, judge_slots
+        from lockconsole.console.snapshot.stale import mark_stale
 
         jobs = list(self.config.jobs.values())
         ledgers = sorted({self.config.ledger_for(j).name for j in jobs})

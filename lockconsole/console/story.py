@@ -25,7 +25,7 @@ from lockconsole.backends.ledger.outputs import output_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config
 from lockconsole.console.journal import journal_home
-from lockconsole.console.reports import alerts as slot_alerts
+from lockconsole.console.snapshot.reports import alerts as slot_alerts
 from lockconsole.model.jobs import GOT_LOCK, Job
 from lockconsole.model.slots import is_firing
 from lockconsole.model.story import events, verdict

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, load_config
-from lockconsole.console.reports import firings
+from lockconsole.console.snapshot.reports import firings
 from lockconsole.demo import (
     BILLING_JOB,
     BILLING_KEY,

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Literal, get_args, get_type_hints
 
 from lockconsole.config.loader import Config
-from lockconsole.console.reports import clock_offsets, firings
+from lockconsole.console.snapshot.reports import clock_offsets, firings
 from lockconsole.model.jobs import Job
 from lockconsole.model.views import SlotReport, Snapshot
 

@@ -25,7 +25,7 @@ from hung_peers import SLACK, HungPeers, hang_lines, hang_summary, hung_attempt
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
-from lockconsole.console.reports import overlap_seconds
+from lockconsole.console.snapshot.reports import overlap_seconds
 from lockconsole.model.jobs import Run
 
 from fault_helpers import (

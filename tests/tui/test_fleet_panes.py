@@ -24,7 +24,7 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
 from lockconsole.config.urls import parse_url
 from lockconsole.console.facade import Console
-from lockconsole.console.reports import judge_slots
+from lockconsole.console.snapshot.reports import judge_slots
 from lockconsole.model.jobs import Database, Job, LockKey
 from lockconsole.model.verdict import SlotTally, Span
 from lockconsole.model.views import JobStatus, Snapshot

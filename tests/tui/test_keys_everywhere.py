@@ -144,7 +144,7 @@ async def test_home_end_and_g_move_the_cursor_in_every_pane() -> None:
 
 def with_new_run(console: SampleConsole, minutes: int) -> str:
     """A run of a new, newer slot lands in the ledger; its history row key."""
-    from lockconsole.console.reports import slot_reports
+    from lockconsole.console.snapshot.reports import slot_reports
 
     snap = console.snapshot()
     slot = FROZEN_NOW + timedelta(minutes=minutes)

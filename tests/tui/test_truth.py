@@ -264,7 +264,7 @@ async def test_log_lines_carry_their_time() -> None:
 
 def test_last_counts_from_the_attempt_not_from_its_slot() -> None:
     """A job without a schedule ran 8 s ago in the slot of its UTC minute, 59 s ago."""
-    from lockconsole.console.reports import slot_reports
+    from lockconsole.console.snapshot.reports import slot_reports
     from lockconsole.model.views import JobStatus, Snapshot
     from lockconsole.tui.pane_rows import job_rows
 

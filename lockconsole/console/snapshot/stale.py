@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from lockconsole.console.held import is_idle
+from lockconsole.console.snapshot.held import is_idle
 from lockconsole.model.construct import evolve
 from lockconsole.model.jobs import Job, Run
 from lockconsole.model.views import Holder
