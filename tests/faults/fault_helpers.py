@@ -15,11 +15,13 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
 
-from barrier import Barrier
-from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
+from tests.support.barrier import Barrier
+from tests.support.helpers import (
+    wait_for as wait_for,  # re-exported: fault tests import it from here
+)
+from tests.support.settings import CLOCKSHIM, ROOT
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 WORKER = HERE / "billing_worker.py"
 
 
@@ -60,8 +62,8 @@ def start_worker(
     """The billing worker as a process; with `barrier`, it pauses at the barrier's points (the
     run path's fault points, and the worker's own `charged_<n>`: n tenants charged)."""
     env = worker_env()
-    if clock_shift:  # this instance's wall clock runs off (tests/clockshim)
-        env["PYTHONPATH"] = str(ROOT / "tests" / "clockshim") + os.pathsep + env["PYTHONPATH"]
+    if clock_shift:  # this instance's wall clock runs off (tests/support/clockshim)
+        env["PYTHONPATH"] = str(CLOCKSHIM) + os.pathsep + env["PYTHONPATH"]
         env["LOCKCONSOLE_TEST_CLOCK_SHIFT"] = str(clock_shift)
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(config), job, instance, table, *args],

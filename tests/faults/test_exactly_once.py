@@ -23,8 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from barrier import Barrier
-from fault_helpers import ROOT, job_config, runs_of, wait_for
+from tests.faults.fault_helpers import ROOT, job_config, runs_of, wait_for
+from tests.support.barrier import Barrier
 
 SLOT = "2030-01-01T03:00:00+00:00"
 CASES = [("pg-session", "pg"), ("pg-xact", "pg"), ("mysql", "mysql"), ("lease", "pg")]

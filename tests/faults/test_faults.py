@@ -15,8 +15,7 @@ import pytest
 
 from lockconsole.engine import faultpoints as fp
 
-from barrier import Barrier
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     acquired_run,
     create_invoices,
     duplicate_invoices,
@@ -27,8 +26,9 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
-from helpers import unavailable
-from tcp_proxy import SwitchableProxy
+from tests.support.barrier import Barrier
+from tests.support.helpers import unavailable
+from tests.support.tcp_proxy import SwitchableProxy
 
 SLOT = "2030-01-01T02:00:00+00:00"
 TENANTS = 8

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from barrier import Barrier
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     acquired_run,
     create_invoices,
     duplicate_invoices,
@@ -18,6 +17,7 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
+from tests.support.barrier import Barrier
 
 SLOT = "2030-01-01T02:00:00+00:00"
 

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401  (the fixtures)
 
 from lockconsole.engine.faultpoints import JOB_STARTED, LOCK_LOST
 
-from barrier import Barrier
-from fault_helpers import finish, runs_of, wait_for
-from helpers import mysql_connect
-from runner_helpers import lockconsole
+from tests.faults.fault_helpers import finish, runs_of, wait_for
+from tests.support.barrier import Barrier
+from tests.support.helpers import mysql_connect
+from tests.support.runner_helpers import lockconsole
 
 WATCHDOG = 1.0  # seconds between two checks of the lock
 CHECK_TIMEOUT = 0.5  # seconds one check may take (the servers here answer at once)

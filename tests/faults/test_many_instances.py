@@ -16,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
 from psycopg import sql
 
 from lockconsole.config.urls import parse_url
 
-from fault_helpers import job_config, runs_of, worker_env
+from tests.faults.fault_helpers import job_config, runs_of, worker_env
 
 INSTANCES = 150
 CONCURRENT = 16  # processes alive at once, at most

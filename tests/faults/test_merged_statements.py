@@ -30,8 +30,8 @@ import pytest
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 
-from barrier import Barrier
-from fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
+from tests.faults.fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
+from tests.support.barrier import Barrier
 
 
 # Each test blocks its ledger's table (LOCK TABLE) and looks for the session that waits on it:
@@ -56,7 +56,7 @@ def pg_url(pg_url: str) -> Any:
 def mysql_url(mysql_url: str) -> Any:
     import uuid
 
-    from helpers import mysql_connect
+    from tests.support.helpers import mysql_connect
 
     name = f"mg_{uuid.uuid4().hex[:8]}"
     conn = mysql_connect(mysql_url)

@@ -12,17 +12,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgbouncer_fixture import (  # noqa: F401  (the fixtures)
-    LOGS,
-    pgbouncer,
-    pgbouncer_one_server,
-    pgbouncer_session,
-)
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 
-from fault_helpers import job_config, runs_of, wait_for, worker_env
+from tests.faults.fault_helpers import job_config, runs_of, wait_for, worker_env
+from tests.support.pgbouncer_fixture import (
+    LOGS,
+)
 
 MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
 

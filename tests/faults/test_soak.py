@@ -21,14 +21,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hung_peers import SLACK, HungPeers, hang_lines, hang_summary, hung_attempt
-
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.console.reports import overlap_seconds
 from lockconsole.model.jobs import Run
 
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     create_invoices,
     duplicate_invoices,
     invoices,
@@ -36,6 +34,7 @@ from fault_helpers import (
     runs_of,
     start_worker,
 )
+from tests.faults.hung_peers import SLACK, HungPeers, hang_lines, hang_summary, hung_attempt
 
 LONG = os.environ.get("LOCKCONSOLE_SOAK", "").lower() == "long"
 SLOTS = 500 if LONG else 60

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import redis
-from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401
-from test_soak import INSTANCES, SLOTS, Fleet, assert_exactly_once, race, tally
 
-from fault_helpers import create_invoices, duplicate_invoices, invoices, runs_of
+from tests.faults.fault_helpers import create_invoices, duplicate_invoices, invoices, runs_of
+from tests.faults.test_soak import INSTANCES, SLOTS, Fleet, assert_exactly_once, race, tally
 
 REPORT = Path(__file__).with_name("last_soak_redis.txt")
 

@@ -28,7 +28,7 @@ from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import eventually, mysql_connect, sync, until
+from tests.support.helpers import eventually, mysql_connect, sync, until
 
 SIZE = (160, 40)
 

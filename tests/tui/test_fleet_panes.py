@@ -37,7 +37,7 @@ from lockconsole.tui.sample import FROZEN_NOW, make_run
 from lockconsole.tui.sample_console import SampleConsole
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import first_data, settle, sync, until
+from tests.support.helpers import first_data, settle, sync, until
 
 JOBS = 200
 INSTANCES = 50

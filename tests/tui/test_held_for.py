@@ -30,7 +30,7 @@ from lockconsole.tui.widgets.holder_facts import held_since_text
 from lockconsole.tui.widgets.holder_rows import HolderRow
 from lockconsole.tui.widgets.holders import HoldersView
 
-from helpers import DEADLINE, mysql_connect, sync, until
+from tests.support.helpers import DEADLINE, mysql_connect, sync, until
 
 SIZE = (140, 36)
 IDLE = '[console]\nidle_threshold = "2s"\n'

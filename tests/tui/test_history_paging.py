@@ -23,7 +23,7 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.older_runs import PAGE, parse_filter
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
+from tests.support.helpers import sync, until
 
 SIZE = (160, 50)
 

@@ -1,7 +1,7 @@
-"""Every console pane, screen and modal on hostile data (tests/hostile.py, real servers): the
-bytes the driver would write to the terminal hold no control sequence but the console's own
-(colours and cursor moves), the data shows as visible escapes, and the holders' key and PID
-columns stay where the header puts them whatever the data's width."""
+"""Every console pane, screen and modal on hostile data (tests/support/hostile.py, real servers):
+the bytes the driver would write to the terminal hold no control sequence but the console's own
+(colours and cursor moves), the data shows as visible escapes, and the holders' key and PID columns
+stay where the header puts them whatever the data's width."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hostile import World, cells, hostile_world, raw_controls
 from rich.cells import cell_len
 from textual.widgets import DataTable, RichLog
 
@@ -23,7 +22,8 @@ from lockconsole.tui.widgets.holder_rows import FIELDS
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import settle
+from tests.support.helpers import settle
+from tests.support.hostile import World, cells, hostile_world, raw_controls
 
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")

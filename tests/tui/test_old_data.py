@@ -14,11 +14,9 @@ awaited: each test polls with `pilot.pause` up to a deadline.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-import pytest
 from rich.text import Text
 from textual.widgets import Static
 
@@ -28,15 +26,10 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
-from tcp_proxy import SwitchableProxy, proxied
+from tests.support.helpers import sync, until
+from tests.support.tcp_proxy import SwitchableProxy, proxied
 
 SIZE = (160, 40)
-
-
-@pytest.fixture
-def shifted() -> Iterator[list[timedelta]]:
-    yield [timedelta(0)]
 
 
 def rendered(app: LockConsoleApp, widget: str) -> str:

@@ -20,8 +20,8 @@ from lockconsole.tui.screens.confirm import QuitRunModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from conftest import PYTHON
-from stop_helpers import STEPS, pg_lock_holder
+from tests.support.settings import PYTHON
+from tests.support.stop_helpers import STEPS, pg_lock_holder
 
 # Writes "started", waits for the file argv[2] to exist, writes "finished".
 UNTIL_TOLD = (

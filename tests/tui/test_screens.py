@@ -32,7 +32,7 @@ from lockconsole.tui.screens import (
 )
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 
-from helpers import settle
+from tests.support.helpers import settle
 
 TENANTS = 120  # each charged three times in 2026-11: 120 groups, 240 surplus rows
 

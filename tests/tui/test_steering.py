@@ -18,7 +18,7 @@ from lockconsole.tui.screens.confirm import ConfirmModal
 from lockconsole.tui.screens.pause import PauseModal
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import settle, sync, until
+from tests.support.helpers import settle, sync, until
 
 
 def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:

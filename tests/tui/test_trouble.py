@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -22,12 +22,11 @@ from textual.widgets import Static
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
-from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders import HoldersView
 
-from helpers import DEADLINE, sync, until
-from tcp_proxy import SwitchableProxy
+from tests.support.helpers import DEADLINE, sync, until
+from tests.support.tcp_proxy import SwitchableProxy
 
 SIZE = (110, 30)
 
@@ -43,19 +42,6 @@ database = "{name}"
 strategy = "pg-session"
 """
     return parse_config(text, "test.toml", {})
-
-
-@pytest.fixture
-def make_console() -> Iterator[Callable[..., Console]]:
-    made: list[Console] = []
-
-    def make(config: Config) -> Console:
-        made.append(Console(config))
-        return made[-1]
-
-    yield make
-    for console in made:
-        console.close()
 
 
 def holder_pids(app: LockConsoleApp, job: str) -> set[int]:

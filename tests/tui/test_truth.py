@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -28,8 +27,8 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.timeline import SlotBlock, TimelineScreen
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
-from tcp_proxy import SwitchableProxy
+from tests.support.helpers import sync, until
+from tests.support.tcp_proxy import SwitchableProxy
 
 SIZE = (140, 40)
 
@@ -47,11 +46,6 @@ def make_config(databases: dict[str, str], uid: str) -> Config:
 @pytest.fixture
 def uid() -> str:
     return uuid.uuid4().hex[:8]
-
-
-@pytest.fixture
-def shifted() -> Iterator[list[timedelta]]:
-    yield [timedelta(0)]
 
 
 def status(app: LockConsoleApp) -> str:
