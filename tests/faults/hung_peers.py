@@ -72,7 +72,7 @@ class HungPeers:
         """The instances whose peer is not hung right now."""
         return set(self.names) - set(self._resume_at)
 
-    def hang(self, name: str, pid: int, at: datetime, pg_conn, now: float) -> Hang:  # type: ignore[no-untyped-def]
+    def hang(self, name: str, pid: int, at: datetime, pg_conn, now: float) -> Hang:
         """Hang `name`'s peer, seen holding the lock at `at` with its session `pid`; maybe end
         that session too."""
         self.proxies[name].stall()

@@ -131,7 +131,7 @@ def _config(tmp_path: Path, url: str, job: str, strategy: str, uid: str) -> Path
 
 @pytest.mark.parametrize("point", ["finish_before_check", "finish_before_record"])
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, which, point):  # type: ignore[no-untyped-def]
+def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, which, point):
     """The job ended; the lock is lost and another instance takes the slot over before the
     first records its outcome (before its last check, or between the check and the write)."""
     url, conn, dialect = db(which)
@@ -151,13 +151,14 @@ def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, w
     runs = {r.instance: r for r in runs_of(config, job) if r.outcome != "skipped"}
     assert runs["web-1"].outcome == "lock_lost" and runs["web-2"].outcome == "succeeded"
     assert runs["web-1"].exit_code == 0  # the job's own exit code is kept
-    assert runs["web-1"].finished_at >= runs["web-2"].started_at  # its real end: an overlap
+    ended, began = runs["web-1"].finished_at, runs["web-2"].started_at
+    assert ended is not None and ended >= began  # its real end: an overlap
 
 
 @pytest.mark.parametrize(("strategy", "which"), [c for c in CASES if c[0] != "lease"])
 def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
     db, tmp_path, uid, strategy, which
-):  # type: ignore[no-untyped-def]
+):
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -177,7 +178,7 @@ def _check(config: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
+def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy, which):
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -201,7 +202,7 @@ def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid,
 
 
 @pytest.fixture
-def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):
     """which -> (URL of a role that may SELECT and INSERT the ledger but not UPDATE it, and may
     use the lease table; the admin URL of the same database). On MariaDB a database of its own:
     every account may do anything in `test`."""
@@ -229,7 +230,7 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
             cur.execute(f"GRANT SELECT, INSERT ON `{schema}`.lockconsole_runs TO '{role}'@'{host}'")
             cur.execute(f"GRANT SELECT ON `{schema}`.lockconsole_controls TO '{role}'@'{host}'")
 
-    def url(which: str) -> tuple[str, str]:
+    def role_url(which: str) -> tuple[str, str]:
         parts = urlsplit(admin[which])
         port = f":{parts.port}" if parts.port else ""
         login = f"{role}:pw{uid}" if which == "mysql" else role
@@ -250,7 +251,7 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
+def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy, which):
     limited, admin = insert_only(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, limited, job, strategy, uid)

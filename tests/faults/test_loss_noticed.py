@@ -161,9 +161,10 @@ def test_a_lost_lock_is_noticed_within_one_watchdog_interval(
     proc = lockconsole(config, *argv, env=barrier.env(cli_env))
     barrier.wait(JOB_STARTED)  # the lock is held and watched, and the job runs
     if phase == "later":
-        assert store.checks is not None
-        before = store.checks()
-        wait_for(lambda: store.checks() != before, what="the watchdog's first check", interval=0.01)
+        checks = store.checks
+        assert checks is not None
+        before = checks()
+        wait_for(lambda: checks() != before, what="the watchdog's first check", interval=0.01)
     lost_at = _timed(store.end_lock)
     barrier.release(JOB_STARTED)
     barrier.wait(LOCK_LOST, timeout=BOUND + 60)

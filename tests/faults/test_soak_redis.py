@@ -33,7 +33,7 @@ def inject_faults(
             done["kill -9"] += 1
 
 
-def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
     config = tmp_path / "lockconsole.toml"

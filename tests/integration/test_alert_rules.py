@@ -77,8 +77,8 @@ def test_every_alert_is_unit_tested_firing_and_has_a_runbook() -> None:
         "LockconsoleExporterAbsent",
     }
     cases = re.split(r"^\s+- eval_time: ", TESTS.read_text(), flags=re.M)[1:]
-    firing = {re.search(r"alertname: (\w+)", c).group(1) for c in cases if "exp_labels" in c}  # type: ignore[union-attr]
-    quiet = {re.search(r"alertname: (\w+)", c).group(1) for c in cases if "exp_alerts: []" in c}  # type: ignore[union-attr]
+    firing = {re.search(r"alertname: (\w+)", c).group(1) for c in cases if "exp_labels" in c}
+    quiet = {re.search(r"alertname: (\w+)", c).group(1) for c in cases if "exp_alerts: []" in c}
     assert firing == set(names)
     assert set(names) - quiet <= {"LockconsoleNoRecentSuccess"}  # its quiet case: hourly at 60m
     blocks = re.split(r"^\s+- alert: ", RULES.read_text(), flags=re.M)[1:]

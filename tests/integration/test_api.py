@@ -14,7 +14,7 @@ from lockconsole.backends.ledger.store import Ledger
 from tests.support.helpers import config_for
 
 
-def runs(config, job):  # type: ignore[no-untyped-def]
+def runs(config, job):
     with Ledger(config.ledger_for(config.job(job))) as ledger:
         return ledger.runs(job)
 

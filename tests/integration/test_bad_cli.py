@@ -48,7 +48,7 @@ def test_corpus_covers_every_subcommand() -> None:
 
 
 @pytest.fixture
-def own_db(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def own_db(pg_url, pg_conn, uid):
     """A database of the test's own, with a ledger and an audit table that have rows."""
     import psycopg
 
@@ -112,7 +112,7 @@ def test_bad_command_lines(own_db: str, tmp_path: Path, cli_env: dict[str, str])
             env[name] = value
         commands.append((expect, line, words, env))
 
-    def run(item):  # type: ignore[no-untyped-def]
+    def run(item):
         expect, line, words, env = item
         done = subprocess.run(
             [PYTHON, "-m", "lockconsole", *words],

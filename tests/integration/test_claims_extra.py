@@ -27,7 +27,7 @@ def peak_bytes(fn: Callable[[], Any]) -> int:
         tracemalloc.stop()
 
 
-def test_the_duplicate_inspector_never_holds_the_whole_table_in_memory(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_the_duplicate_inspector_never_holds_the_whole_table_in_memory(pg_url, pg_conn, uid):
     table = f"inv_mem_{uid}"
     pg_conn.execute(
         f"create table {table} (id bigserial primary key, tenant_id int, "

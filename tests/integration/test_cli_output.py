@@ -80,7 +80,7 @@ def _mysql_database(mysql_url: str) -> Iterator[str]:
 @pytest.fixture(params=["postgresql", "mysql"], scope="module")
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[World]:  # type: ignore[misc]
+) -> Iterator[World]:
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.urls import parse_url
     from lockconsole.model.jobs import Database, Run
@@ -140,7 +140,7 @@ def world(
                 trigger="scheduled", outcome="succeeded", started_at=slot,
                 finished_at=slot + took, exit_code=0, message=None,
             )  # fmt: skip
-            ledger.record(Run(**(values | fields)))  # type: ignore[arg-type]
+            ledger.record(Run(**(values | fields)))
 
         run(0, timedelta(milliseconds=10), message="quick")
         run(1, timedelta(seconds=6.2), outcome="failed", exit_code=1, message=LONG_MESSAGE)
@@ -308,7 +308,7 @@ def test_every_listing_command_takes_output_and_no_headers() -> None:
     parser = build_parser()
     [sub] = [a for a in parser._actions if a.dest == "command"]
     with_headers = set()
-    for name, command in sub.choices.items():  # type: ignore[union-attr]
+    for name, command in sub.choices.items():
         options = {o for a in command._actions for o in a.option_strings}
         if "--no-headers" in options:
             with_headers.add(name)

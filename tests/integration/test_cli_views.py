@@ -24,7 +24,7 @@ def run_cli(config: Path, *args: str, env: dict[str, str], timeout: float = 60) 
     return code, out, err
 
 
-def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path:  # type: ignore[no-untyped-def]
+def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path:
     return write_config(
         f"""
         [databases.pg]
@@ -246,7 +246,7 @@ def test_secrets_never_appear(pg_url, mysql_url, mysql_conn, uid, write_config, 
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
-def test_locks_with_its_only_database_down_is_not_an_all_clear(write_config, cli_env):  # type: ignore[no-untyped-def]
+def test_locks_with_its_only_database_down_is_not_an_all_clear(write_config, cli_env):
     """`locks` on a database that cannot be read says the holders are unknown and exits 5."""
     config = write_config(
         '[databases.main]\nurl = "postgresql://postgres@127.0.0.1:1/none"\n[jobs.j]\n'

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,7 +24,7 @@ from lockconsole.backends.ledger import clock
 from tests.support.settings import CLOCKSHIM
 
 
-def lockconsole(config: Path, env: dict[str, str], *words: str, shift: float = 0.0):  # type: ignore[no-untyped-def]
+def lockconsole(config: Path, env: dict[str, str], *words: str, shift: float = 0.0):
     """`lockconsole WORDS` with the process's clock `shift` seconds off (0: the real clock)."""
     if shift:
         env = dict(env, PYTHONPATH=f"{CLOCKSHIM}:{env['PYTHONPATH']}")
@@ -35,7 +36,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str, shift: float = 0
 
 
 @pytest.fixture
-def fleet(own_database, write_config):  # type: ignore[no-untyped-def]
+def fleet(own_database, write_config):
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n'
         '[jobs.billing]\nstrategy = "pg-session"\ncommand = ["true"]\n'
@@ -51,7 +52,7 @@ def server_now(url: str) -> datetime:
         return row[0].astimezone(UTC)
 
 
-def test_a_fast_instance_stamps_the_servers_time_and_is_named(fleet, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_fast_instance_stamps_the_servers_time_and_is_named(fleet, cli_env) -> None:
     config, url = fleet
     ran = lockconsole(
         config, dict(cli_env, LOCKCONSOLE_INSTANCE="fast"), "run", "billing", "--json", shift=300
@@ -87,7 +88,7 @@ def test_a_fast_instance_stamps_the_servers_time_and_is_named(fleet, cli_env) ->
     assert abs(float(offsets["fast"]) - 300) < 2 and abs(float(offsets["true"])) < 2, offsets
 
 
-def test_a_fast_instance_expires_no_request_it_does_not_serve(fleet, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_fast_instance_expires_no_request_it_does_not_serve(fleet, cli_env) -> None:
     """Five requests for billing, queued for 60 s; an instance 90 s ahead serves only reports.
     Its expiry sweep covers every job of the ledger: on its own clock all five had expired."""
     config, url = fleet
@@ -102,7 +103,7 @@ def test_a_fast_instance_expires_no_request_it_does_not_serve(fleet, cli_env) ->
     assert states == ["queued"] * 5
 
 
-def test_a_fast_instance_does_not_run_a_job_still_paused(fleet, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_fast_instance_does_not_run_a_job_still_paused(fleet, cli_env) -> None:
     """Paused --until 5 minutes from now (the server's now); an instance 6 minutes ahead skips."""
     config, url = fleet
     paused = lockconsole(config, cli_env, "pause", "billing", "--note", "db move", "--until", "5m")
@@ -113,7 +114,9 @@ def test_a_fast_instance_does_not_run_a_job_still_paused(fleet, cli_env) -> None
     )
     assert also.returncode == 0, also.stderr
     with psycopg.connect(url) as conn:
-        until = dict(conn.execute("select job, paused_until from lockconsole_controls").fetchall())
+        until: dict[str, Any] = dict(
+            conn.execute("select job, paused_until from lockconsole_controls").fetchall()
+        )
     now = server_now(url)
     for job in ("billing", "reports"):
         assert 240 < (until[job] - now).total_seconds() <= 300, (job, until[job], now)
@@ -124,7 +127,7 @@ def test_a_fast_instance_does_not_run_a_job_still_paused(fleet, cli_env) -> None
     assert json.loads(fast.stdout)["outcome"] == "paused"
 
 
-def test_a_reading_is_carried_by_the_monotonic_clock(own_database) -> None:  # type: ignore[no-untyped-def]
+def test_a_reading_is_carried_by_the_monotonic_clock(own_database) -> None:
     """In process: Ledger.now() follows the server's clock, and the offset is measured."""
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.urls import parse_url

@@ -41,7 +41,7 @@ def complete(bash_script: str, *words: str, env: dict[str, str] | None = None) -
     return [w.strip() for w in done.stdout.splitlines() if w.strip()]
 
 
-def test_bash_completes_commands_and_options(cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_bash_completes_commands_and_options(cli_env) -> None:
     bash = script("bash", cli_env)
     assert "metrics" in complete(bash, "lockconsole", "me")
     assert set(complete(bash, "lockconsole", "")) >= {"run", "locks", "init", "metrics", "demo"}
@@ -49,7 +49,7 @@ def test_bash_completes_commands_and_options(cli_env) -> None:  # type: ignore[n
     assert set(complete(bash, "lockconsole", "metrics", "--")) >= {"--listen", "--textfile"}
 
 
-def test_zsh_script_is_a_compdef(cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_zsh_script_is_a_compdef(cli_env) -> None:
     zsh = script("zsh", cli_env)
     assert zsh.startswith("#compdef lockconsole")
     assert "metrics" in zsh and "--textfile" in zsh
@@ -59,7 +59,7 @@ def test_zsh_script_is_a_compdef(cli_env) -> None:  # type: ignore[no-untyped-de
 
 
 @pytest.mark.parametrize("shell", ["fish", ""])
-def test_unknown_shell_is_one_line(shell: str, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_shell_is_one_line(shell: str, cli_env) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lockconsole", "completion", shell],
         capture_output=True,
@@ -73,7 +73,7 @@ def test_unknown_shell_is_one_line(shell: str, cli_env) -> None:  # type: ignore
 
 def test_bash_completes_job_names_databases_and_run_ids(
     own_database, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     """Tab after `run`, `--job`, `--database` and `output` offers what the config names, and
     the ledger's newest run ids, asked of the `lockconsole` on the shell's PATH."""
     config = write_config(

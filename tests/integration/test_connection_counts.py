@@ -73,7 +73,7 @@ def waiter_job(tmp_path: Path, name: str) -> tuple[str, Path, Path]:
 )
 def test_run_holds_what_the_sizing_table_says_on_postgresql(
     own_pg, uid, write_config, cli_env, tmp_path, strategy, expected
-):  # type: ignore[no-untyped-def]
+):
     command, started, go = waiter_job(tmp_path, "wait")
     config = write_config(
         f'[databases.main]\nurl = "{own_pg}"\n[jobs.j_{uid}]\nstrategy = "{strategy}"\n{command}\n'
@@ -97,7 +97,7 @@ def test_run_holds_what_the_sizing_table_says_on_postgresql(
 
 
 @pytest.mark.mysql
-def test_run_holds_one_connection_on_mariadb(mysql_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+def test_run_holds_one_connection_on_mariadb(mysql_url, uid, write_config, cli_env, tmp_path):
     name = f"lc_conn_{uid}"
     admin = mysql_connect(mysql_url)
     with admin.cursor() as cur:
@@ -125,7 +125,7 @@ def test_run_holds_one_connection_on_mariadb(mysql_url, uid, write_config, cli_e
 
 def test_schedule_holds_a_request_connection_a_listen_and_its_journal_sampler(
     own_pg, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     command, started, go = waiter_job(tmp_path, "wait")
     config = write_config(
         f'[databases.main]\nurl = "{own_pg}"\n[jobs.j_{uid}]\nstrategy = "pg-session"\n'
@@ -166,7 +166,7 @@ def test_schedule_holds_a_request_connection_a_listen_and_its_journal_sampler(
 
 def test_the_exporter_holds_an_inspector_and_a_ledger_connection(
     own_pg, uid, write_config, cli_env
-):  # type: ignore[no-untyped-def]
+):
     config = write_config(
         f'[databases.main]\nurl = "{own_pg}"\n[jobs.j_{uid}]\nstrategy = "pg-session"\n'
     )
@@ -185,7 +185,7 @@ def test_the_exporter_holds_an_inspector_and_a_ledger_connection(
 
 
 @sync
-async def test_the_console_holds_an_inspector_and_a_ledger_connection(own_pg, uid):  # type: ignore[no-untyped-def]
+async def test_the_console_holds_an_inspector_and_a_ledger_connection(own_pg, uid):
     config = parse_config(
         f'[databases.main]\nurl = "{own_pg}"\n[jobs.j_{uid}]\nstrategy = "pg-session"\n'
     )
@@ -203,7 +203,7 @@ async def test_the_console_holds_an_inspector_and_a_ledger_connection(own_pg, ui
 
 def test_run_of_a_redis_job_holds_one_redis_and_one_ledger_connection(
     own_pg, private_redis, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     """The lock on a Redis server of the test's own (every client there is the run's, but the
     one counting), the ledger (and its fencing tokens) in a PostgreSQL database of its own."""
     import redis

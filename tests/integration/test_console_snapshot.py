@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from lockconsole.config.loader import parse_config
 from lockconsole.console import facade as console_module
@@ -15,21 +16,21 @@ from lockconsole.model.views import Holder
 from tests.support.helpers import DEADLINE
 
 
-def _pids(pg_conn, app: str) -> list[int]:  # type: ignore[no-untyped-def]
+def _pids(pg_conn, app: str) -> list[int]:
     rows = pg_conn.execute(
         "select pid from pg_stat_activity where application_name = %s order by pid", (app,)
     ).fetchall()
     return [r[0] for r in rows]
 
 
-def _wait_gone(pg_conn, app: str, pid: int) -> None:  # type: ignore[no-untyped-def]
+def _wait_gone(pg_conn, app: str, pid: int) -> None:
     deadline = time.monotonic() + DEADLINE
     while pid in _pids(pg_conn, app) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid not in _pids(pg_conn, app)
 
 
-def test_snapshot_reuses_its_ledger_connection_and_reconnects(pg_url, pg_conn, uid, monkeypatch):  # type: ignore[no-untyped-def]
+def test_snapshot_reuses_its_ledger_connection_and_reconnects(pg_url, pg_conn, uid, monkeypatch):
     app = f"lc-ledger-{uid}"
     monkeypatch.setattr(console_module, "LEDGER_APPLICATION_NAME", app)
     config = parse_config(
@@ -53,7 +54,7 @@ def test_snapshot_reuses_its_ledger_connection_and_reconnects(pg_url, pg_conn, u
     _wait_gone(pg_conn, app, again)  # close() closes it
 
 
-def _holder(**kw: object) -> Holder:
+def _holder(**kw: Any) -> Holder:
     base: dict[str, object] = {
         "database": "main",
         "kind": "advisory",
@@ -64,7 +65,7 @@ def _holder(**kw: object) -> Holder:
         "pid": 10,
         "state": "idle",
     }
-    return Holder(**{**base, **kw})  # type: ignore[arg-type]
+    return Holder(**{**base, **kw})
 
 
 def test_mark_stale_copies_only_holders_it_changes() -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -39,7 +40,7 @@ def cli(config: Path, *words: str, env: dict[str, str]) -> subprocess.CompletedP
     )
 
 
-def fleet_config(write_config, url: str, job: str, marks: Path, schedule: str) -> Path:  # type: ignore[no-untyped-def]
+def fleet_config(write_config, url: str, job: str, marks: Path, schedule: str) -> Path:
     dialect = "sqlite" if url.startswith("sqlite") else "mysql" if "mysql" in url else "postgresql"
     script = marks.parent / "mark.py"
     script.write_text(MARK, encoding="utf-8")
@@ -69,13 +70,13 @@ def audit_rows(config: Path, job: str) -> list[tuple[str, str, str]]:
             ).all()
     finally:
         engine.dispose()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 @pytest.mark.mysql
 def test_a_pause_is_seen_by_three_schedulers_within_one_attempt(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"fleet_{uid}"
     marks = tmp_path / "marks"
     config = fleet_config(write_config, dialect_url, job, marks, "* * * * * *")
@@ -131,7 +132,7 @@ def _last_two_am(now: datetime) -> datetime:
 @pytest.mark.mysql
 def test_a_paused_slot_is_paused_not_missed_and_runs_after_resume(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"nightly_{uid}"
     marks = tmp_path / "marks"
     config = fleet_config(write_config, dialect_url, job, marks, "0 2 * * *")
@@ -153,7 +154,7 @@ def test_a_paused_slot_is_paused_not_missed_and_runs_after_resume(
     assert outcomes == [("web-1", "paused"), ("web-2", "paused"), ("web-3", "succeeded")]
 
 
-def test_pause_refuses_bad_input_with_one_line(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+def test_pause_refuses_bad_input_with_one_line(pg_url, uid, write_config, cli_env, tmp_path):
     job = f"bad_{uid}"
     config = fleet_config(write_config, pg_url, job, tmp_path / "marks", "0 2 * * *")
     for words in (
@@ -182,7 +183,11 @@ def test_firings_nobody_attempted_while_paused_are_paused_not_missed() -> None:
     first = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
     ran = Run("hourly", first, "web-1", "h", 1, "scheduled", "succeeded", first, first)
     pause = Pause("hourly", "incident", "ops@laptop", datetime(2026, 12, 1, 9, 30, tzinfo=UTC))
-    window = {"now": now, "lookback": timedelta(days=1), "grace": timedelta(minutes=5)}
+    window: dict[str, Any] = {
+        "now": now,
+        "lookback": timedelta(days=1),
+        "grace": timedelta(minutes=5),
+    }
     without = {r.slot.hour: r.status for r in slot_reports([hourly], [ran], **window)}
     assert without == {8: "ok", 9: "missed", 10: "missed", 11: "missed", 12: "missed"}
     paused = slot_reports([hourly], [ran], pauses={"hourly": pause}, **window)
@@ -194,7 +199,7 @@ def test_firings_nobody_attempted_while_paused_are_paused_not_missed() -> None:
 @pytest.mark.mysql
 def test_a_pause_with_until_ends_by_itself(
     dialect_url, uid, write_config, cli_env, tmp_path, empty_registry
-):  # type: ignore[no-untyped-def]
+):
     job = f"until_{uid}"
     config = fleet_config(write_config, dialect_url, job, tmp_path / "marks", "0 2 * * *")
     done = cli(

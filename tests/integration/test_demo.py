@@ -13,8 +13,10 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -39,8 +41,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _lines(stream: object, into: queue.Queue[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
+def _lines(stream: Iterable[str], into: queue.Queue[str]) -> None:
+    for line in stream:
         into.put(line)
 
 
@@ -119,7 +121,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(
         job = config.job("nightly_billing")
 
         # the stale holder: listed as stale once its failed run has settled
-        stale = []
+        stale: list[Any] = []
         deadline = time.monotonic() + DEADLINE
         with Console(config, read_only=True) as console:
             while not stale and time.monotonic() < deadline:
@@ -130,6 +132,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(
         assert stale[0].instance == "web-2"
 
         # the incident night's duplicates are still in invoices
+        assert job.idempotency is not None
         found = duplicates.summary(config.databases["billing"], job.idempotency)
         assert (found.groups, found.surplus_rows, found.has_unique_key) == (120, 240, False)
 
@@ -141,7 +144,7 @@ def test_headless_demo_runs_once_per_night_and_leaves_nothing_behind(
         assert sorted(r.instance for r in at_incident) == ["web-1", "web-2", "web-3"]
         assert {r.outcome for r in at_incident} == {"succeeded"}
 
-        out = proc.stdout.read()  # type: ignore[union-attr]
+        out = proc.stdout.read()
         code = proc.wait(timeout=90)
         reader.join(5)
         while not lines.empty():

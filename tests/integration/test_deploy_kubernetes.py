@@ -229,7 +229,7 @@ def test_the_cronjobs_pod_runs_once_for_a_firing_seen_by_three_clusters(
     job = argv[2]
     text = config_text()
     # the database is this test's, the job's command one that exists here: nothing else changes
-    host = re.search(r"@([^/]+)/billing", text).group(1)  # type: ignore[union-attr]
+    host = re.search(r"@([^/]+)/billing", text).group(1)
     ours = own_database.split("://", 1)[1].split("@", 1)[1]
     text = text.replace(
         "billing:${BILLING_DB_PASSWORD}@" + host + "/billing",

@@ -196,7 +196,7 @@ def test_the_stop_timeout_covers_every_jobs_stop_grace() -> None:
             text=True,
             check=True,
         ).stdout
-        seconds = int(re.search(r"μs: (\d+)", span).group(1)) / 1e6  # type: ignore[union-attr]
+        seconds = int(re.search(r"μs: (\d+)", span).group(1)) / 1e6
         assert seconds > longest + EXIT_BOUND, (path.name, seconds, longest)
 
 
@@ -232,7 +232,9 @@ def test_the_timer_fires_at_the_jobs_schedule_and_each_firing_is_its_own_slot() 
     assert len(timer) == 8, done.stdout
     expected, at = [], base
     for _ in range(8):
-        at = next_fire(job, at)  # type: ignore[assignment]
+        fire = next_fire(job, at)
+        assert fire is not None
+        at = fire
         expected.append(at)
     assert timer == expected
     for firing in timer:  # fired on time, a little late, or a little early: the same slot

@@ -26,7 +26,7 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
 from lockconsole.console.reports import firings, slot_reports
 from lockconsole.engine.scheduler import Scheduler
-from lockconsole.model.jobs import Job
+from lockconsole.model.jobs import Job, LockKey
 from lockconsole.model.slots import next_fire, repeats_wall_time, slot_for
 
 from tests.support.settings import CLOCKSHIM
@@ -38,7 +38,7 @@ SPRING = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)  # 03:00 EDT: 02:30 does not exi
 
 
 def job(schedule: str) -> Job:
-    return Job("dst", "main", "pg-session", None, schedule=schedule, timezone=NY)  # type: ignore[arg-type]
+    return Job("dst", "main", "pg-session", LockKey("int64", 1), schedule=schedule, timezone=NY)
 
 
 def firings_between(j: Job, start: datetime, end: datetime) -> list[datetime]:
@@ -118,7 +118,7 @@ def fast_clock(start: datetime, speed: float) -> Callable[[], datetime]:
 )
 def test_schedule_on_a_fast_clock_fires_each_night_once(
     schedule, start, expected, pg_url, uid
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     name = f"dst_{uid}"
     config = parse_config(
         f'[databases.main]\nurl = "{pg_url}"\n[jobs.{name}]\nstrategy = "pg-session"\n'
@@ -160,7 +160,7 @@ def run_at(
 
 def test_run_from_cron_at_both_wall_times_runs_once_and_check_sees_no_miss(
     own_database, write_config, cli_env
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n'
         + "".join(
@@ -199,7 +199,7 @@ def test_run_from_cron_at_both_wall_times_runs_once_and_check_sees_no_miss(
         assert [r.status for r in reports] == ["ok"], (name, reports)
 
 
-def test_the_shim_shifts_only_the_process_it_is_given(cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_the_shim_shifts_only_the_process_it_is_given(cli_env) -> None:
     """The clock shim itself: the shifted process reads the shifted time, isinstance still holds."""
     code = (
         "import datetime as d, time; n = d.datetime.now(d.UTC); "

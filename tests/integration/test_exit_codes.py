@@ -96,7 +96,7 @@ def _said_plainly(out: subprocess.CompletedProcess[str], command: str) -> None:
 
 @pytest.mark.parametrize("dialect", sorted(SCHEMES))
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_database_that_is_down_is_exit_5(command, dialect, tmp_path, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_database_that_is_down_is_exit_5(command, dialect, tmp_path, cli_env) -> None:
     config = _config(tmp_path, SCHEMES[dialect].format(port=1))
     out = _lockconsole(config, COMMANDS[command], cli_env)
     assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
@@ -105,7 +105,7 @@ def test_a_database_that_is_down_is_exit_5(command, dialect, tmp_path, cli_env) 
 
 @pytest.mark.parametrize("dialect", sorted(SCHEMES))
 @pytest.mark.parametrize("command", HUNG)
-def test_a_database_that_hangs_is_exit_5(command, dialect, tmp_path, cli_env, hung_port) -> None:  # type: ignore[no-untyped-def]
+def test_a_database_that_hangs_is_exit_5(command, dialect, tmp_path, cli_env, hung_port) -> None:
     config = _config(tmp_path, SCHEMES[dialect].format(port=hung_port))
     out = _lockconsole(config, COMMANDS[command], cli_env)
     assert out.returncode == 5, (command, out.returncode, out.stdout, out.stderr)
@@ -113,14 +113,14 @@ def test_a_database_that_hangs_is_exit_5(command, dialect, tmp_path, cli_env, hu
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_bad_configuration_is_exit_2_in_one_line(command, tmp_path, cli_env, pg_url) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_configuration_is_exit_2_in_one_line(command, tmp_path, cli_env, pg_url) -> None:
     config = _config(tmp_path, pg_url, "[jobs.j.idempotency]\ntable = 7\n")
     out = _lockconsole(config, COMMANDS[command], cli_env)
     assert out.returncode == 2, (command, out.returncode, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-def test_a_missing_extra_is_exit_2_naming_it(tmp_path, cli_env, pg_url) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_extra_is_exit_2_naming_it(tmp_path, cli_env, pg_url) -> None:
     """The redis client and prometheus_client made unimportable: `run` of a redis job, `locks`
     on a Redis database and `metrics` each name the extra to install, exit 2."""
     shims = tmp_path / "shims"

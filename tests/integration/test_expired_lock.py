@@ -42,7 +42,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, str
 
 def test_a_lock_that_runs_out_mid_run_is_lock_lost_within_its_bound(
     store: tuple[str, str, str], uid: str, write_config, cli_env: dict[str, str]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     strategy, url, ledger = store
     job = f"expiring_{uid}"
     config = write_config(

@@ -236,7 +236,7 @@ def _expected_alerts(both: tuple[Filled, Filled]) -> set[tuple[str, str, datetim
 
 def test_every_slot_of_two_filled_ledgers_is_judged_and_agrees_with_sql(
     filled: tuple[Filled, Filled], write_config, cli_env
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     config_path = write_config(_config_text(filled))
     config = load_config(config_path)
     with Console(config, read_only=True) as console:

@@ -31,7 +31,7 @@ from tests.support.helpers import DEADLINE, wait_for
 
 
 @pytest.fixture
-def roles(pg_url: str, pg_conn, uid: str) -> Iterator[Callable[..., str]]:  # type: ignore[no-untyped-def]
+def roles(pg_url: str, pg_conn, uid: str) -> Iterator[Callable[..., str]]:
     """make(kind, *grants) -> the URL of a fresh login role `lc_<kind>_<uid>`; dropped after."""
     made: list[str] = []
     parts = urlsplit(pg_url)
@@ -65,7 +65,7 @@ def config_of(url: str, job: str, extra: str = "") -> Config:
     return parse_config(f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\n{extra}', "<test>")
 
 
-def alive(pg_conn, pid: int) -> bool:  # type: ignore[no-untyped-def]
+def alive(pg_conn, pid: int) -> bool:
     return bool(pg_conn.execute("select 1 from pg_stat_activity where pid = %s", (pid,)).fetchone())
 
 
@@ -88,7 +88,7 @@ STEERER = (
 )
 
 
-def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -> None:  # type: ignore[no-untyped-def]
+def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -> None:
     runner = roles("runner", *RUNNER)
     reader = roles("reader", "grant select on lockconsole_runs to {role}")
     assert not pg_conn.execute(
@@ -112,7 +112,7 @@ def test_ledger_grants_let_a_runner_record_without_create(roles, pg_conn, uid) -
 
 def test_membership_in_the_holders_role_releases_that_roles_sessions_only(
     roles, pg_conn, uid
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     holder_url = roles("holder")
     other_url = roles("other")
     member_url = roles(
@@ -145,7 +145,7 @@ def test_membership_in_the_holders_role_releases_that_roles_sessions_only(
 
 def test_the_lease_update_grant_is_what_releasing_a_lease_needs(
     roles, pg_url, pg_conn, uid
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     table, job = f"shedlock_{uid}", f"lease_{uid}"
     extra = f'strategy = "lease"\nlease_table = "{table}"\nmax_duration = "10m"\n'
     owner = config_of(pg_url, job, extra)
@@ -207,7 +207,7 @@ def _request(pg_url: str, request_id: int) -> requests.Request | None:
 
 def test_a_runner_serves_requests_with_select_and_update_on_lockconsole_requests(
     roles, pg_url, uid
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     job = f"grant_serve_{uid}"
     asked = _queue(pg_url, job)
     runner = roles("runner", *RUNNER)
@@ -220,7 +220,7 @@ def test_a_runner_serves_requests_with_select_and_update_on_lockconsole_requests
         refused.stop()
     assert "permission denied" in str(denied.value)
     assert "GRANT UPDATE ON lockconsole_requests" in str(denied.value)
-    assert _request(pg_url, asked).state == "queued"  # type: ignore[union-attr]
+    assert _request(pg_url, asked).state == "queued"
 
     ran = threading.Event()
     config = config_of(roles("server", *SERVER), job)
@@ -239,7 +239,7 @@ def test_a_runner_serves_requests_with_select_and_update_on_lockconsole_requests
     assert (done.state, done.served_by) == ("succeeded", "web-1")
 
 
-def test_a_viewer_reads_but_cannot_pause_or_ask_and_a_steerer_can(roles, pg_url, uid) -> None:  # type: ignore[no-untyped-def]
+def test_a_viewer_reads_but_cannot_pause_or_ask_and_a_steerer_can(roles, pg_url, uid) -> None:
     job = f"grant_steer_{uid}"
     with (
         pytest.raises(ValueError),

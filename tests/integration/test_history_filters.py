@@ -18,7 +18,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n'
         '[jobs.billing]\nstrategy = "pg-session"\ncommand = ["true"]\n'

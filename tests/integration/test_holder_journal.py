@@ -48,7 +48,7 @@ def foreign_holder(url: str, key: int, name: str = "psql-foreign") -> psycopg.Co
     return conn
 
 
-def test_a_holding_is_journaled_with_the_uncertainty_of_sampling(own_database, uid):  # type: ignore[no-untyped-def]
+def test_a_holding_is_journaled_with_the_uncertainty_of_sampling(own_database, uid):
     job = f"billing_{uid}"
     config = helpers.config_for(own_database, job)
     key = int(str(config.job(job).key))
@@ -89,7 +89,7 @@ def test_a_holding_is_journaled_with_the_uncertainty_of_sampling(own_database, u
         again.close()
 
 
-def test_appear_and_go_in_one_sample_is_one_statement_on_postgresql(own_database, uid):  # type: ignore[no-untyped-def]
+def test_appear_and_go_in_one_sample_is_one_statement_on_postgresql(own_database, uid):
     from sqlalchemy import event
 
     job = f"billing_{uid}"
@@ -115,7 +115,7 @@ def test_appear_and_go_in_one_sample_is_one_statement_on_postgresql(own_database
     assert "UPDATE" in writes[0] and "INSERT" in writes[0]
 
 
-def test_two_samplers_at_once_write_no_duplicate(own_database, uid):  # type: ignore[no-untyped-def]
+def test_two_samplers_at_once_write_no_duplicate(own_database, uid):
     """Two consoles sample the same churning holders at the same instants (a barrier): every
     holding has one row, and none is left open once all are gone."""
     job = f"billing_{uid}"
@@ -169,7 +169,7 @@ def test_two_samplers_at_once_write_no_duplicate(own_database, uid):  # type: ig
     assert [r for r in journal_rows(own_database) if r[1] is not None] == []
 
 
-def test_a_read_only_console_writes_nothing(own_database, uid):  # type: ignore[no-untyped-def]
+def test_a_read_only_console_writes_nothing(own_database, uid):
     job = f"billing_{uid}"
     config = helpers.config_for(own_database, job)
     holder = foreign_holder(own_database, int(str(config.job(job).key)))
@@ -184,7 +184,7 @@ def test_a_read_only_console_writes_nothing(own_database, uid):  # type: ignore[
         assert conn.execute("SELECT to_regclass(%s)", (JOURNAL,)).fetchone() == (None,)
 
 
-def test_a_later_console_knows_how_long_a_lock_has_been_held(own_database, uid):  # type: ignore[no-untyped-def]
+def test_a_later_console_knows_how_long_a_lock_has_been_held(own_database, uid):
     """FOR from the journal: a console started after the holder took its lock (and after an
     earlier sampler saw it) counts from the journal's first sighting, not its own."""
     job = f"billing_{uid}"
@@ -209,7 +209,7 @@ def test_a_later_console_knows_how_long_a_lock_has_been_held(own_database, uid):
 
 
 @pytest.mark.mysql
-def test_mariadb_get_lock_holders_are_journaled(mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+def test_mariadb_get_lock_holders_are_journaled(mysql_url, mysql_conn, uid):
     """A GET_LOCK holder on MariaDB, journaled in the MariaDB ledger: the other dialect's
     upsert and close, and its reads."""
     job = f"report_{uid}"
@@ -234,7 +234,7 @@ def test_mariadb_get_lock_holders_are_journaled(mysql_url, mysql_conn, uid):  # 
         other.close()
 
 
-def test_schedule_samples_the_holders_into_the_journal(own_database, uid, tmp_path, cli_env):  # type: ignore[no-untyped-def]
+def test_schedule_samples_the_holders_into_the_journal(own_database, uid, tmp_path, cli_env):
     """`lockconsole schedule` is a sampler too: a foreign holder that comes and goes while it
     runs is journaled (appeared, then closed) by its own thread, every journal_every."""
     import subprocess
@@ -283,7 +283,7 @@ def test_schedule_samples_the_holders_into_the_journal(own_database, uid, tmp_pa
 @pytest.mark.parametrize("read_only", [False, True], ids=["serving", "read-only"])
 def test_the_metrics_exporter_is_a_sampler_unless_read_only(
     own_database, uid, tmp_path, cli_env, read_only
-):  # type: ignore[no-untyped-def]
+):
     """A serving `lockconsole metrics` journals the holders of each scrape (one sampler for a
     fleet); with --read-only it writes nothing, not even the table."""
     import subprocess
@@ -326,7 +326,7 @@ def test_the_metrics_exporter_is_a_sampler_unless_read_only(
         ]
 
 
-def test_a_sqlite_ledger_keeps_the_journal(own_database, uid, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_sqlite_ledger_keeps_the_journal(own_database, uid, tmp_path):
     """With `ledger_database` a SQLite file, the holders of PostgreSQL are journaled there."""
     from lockconsole.config.loader import parse_config
 
@@ -355,7 +355,7 @@ def test_a_sqlite_ledger_keeps_the_journal(own_database, uid, tmp_path):  # type
 
 
 @pytest.mark.parametrize("kind", ["lease", "redis"])
-def test_lease_rows_and_redis_keys_are_journaled(own_database, uid, kind, request):  # type: ignore[no-untyped-def]
+def test_lease_rows_and_redis_keys_are_journaled(own_database, uid, kind, request):
     """A ShedLock-style lease row and a Redis key, held by a real attempt, are journaled as
     they come and go, like an advisory lock."""
     from lockconsole import run_once

@@ -51,17 +51,17 @@ def through(url: str, port: int) -> str:
 
 
 @pytest.fixture
-def proxy(pg_url: str):  # type: ignore[no-untyped-def]
+def proxy(pg_url: str):
     parts = urlsplit(pg_url)
     peer = SwitchableProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
     yield peer
     peer.close()
 
 
-def config(write_config, url: str, job: str, tmp_path: Path, interval: float = INTERVAL) -> Path:  # type: ignore[no-untyped-def]
+def config(write_config, url: str, job: str, tmp_path: Path, interval: float = INTERVAL) -> Path:
     script = tmp_path / "job.py"
     script.write_text(JOB, encoding="utf-8")
-    return write_config(  # type: ignore[no-any-return]
+    return write_config(
         f"""
         [databases.main]
         url = "{url}"
@@ -106,7 +106,7 @@ def pid_alive(pid: int) -> bool:
 
 def test_a_swallowed_check_stops_the_job_and_the_next_slot_runs(
     pg_url, proxy, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"hung_{uid}"
     hung = config(write_config, through(pg_url, proxy.port), job, tmp_path)
     runner = start(hung, job, SLOT, cli_env)
@@ -151,7 +151,7 @@ def test_a_swallowed_check_stops_the_job_and_the_next_slot_runs(
 
 def test_a_stuck_session_is_ended_from_a_fresh_connection(
     pg_url, proxy, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"stuck_{uid}"
     hung = config(write_config, through(pg_url, proxy.port), job, tmp_path)
     runner = start(hung, job, SLOT, cli_env)
@@ -173,7 +173,7 @@ def test_a_stuck_session_is_ended_from_a_fresh_connection(
 
 def test_sigterm_ends_the_runner_while_every_statement_hangs(
     pg_url, proxy, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"term_{uid}"
     # a watchdog that would not look before the end: only the stop path is under test
     hung = config(write_config, through(pg_url, proxy.port), job, tmp_path, interval=300)
@@ -192,7 +192,7 @@ def test_sigterm_ends_the_runner_while_every_statement_hangs(
     assert took < STOP_GRACE + 2 + 1.5, (took, err)  # the promise, with a little room for CI
 
 
-def test_a_kept_session_the_peer_silenced_is_cut_and_replaced(pg_url, proxy, uid, monkeypatch):  # type: ignore[no-untyped-def]
+def test_a_kept_session_the_peer_silenced_is_cut_and_replaced(pg_url, proxy, uid, monkeypatch):
     """`schedule` keeps its lock session between attempts: when the peer goes silent between two
     of them, the next attempt's try-lock is cut loose at its deadline, a fresh session takes
     over, and the job runs (instead of that attempt waiting for ever)."""
@@ -227,7 +227,7 @@ def test_a_kept_session_the_peer_silenced_is_cut_and_replaced(pg_url, proxy, uid
 
 def test_a_lost_locks_outcome_is_written_on_a_fresh_connection_when_the_peer_holds_the_old(
     pg_url, proxy, uid
-):  # type: ignore[no-untyped-def]
+):
     """A Python job (run_once) behind a peer that goes silent, its session then ended on the
     server: the ledger's own connection is behind the same peer, so the outcome write after the
     lost lock gets no answer there either. It is cut loose within the check's deadline and made
@@ -269,7 +269,7 @@ def test_a_lost_locks_outcome_is_written_on_a_fresh_connection_when_the_peer_hol
 
 def test_the_job_is_told_of_the_loss_before_its_stuck_session_is_ended(
     pg_url, proxy, uid, monkeypatch
-):  # type: ignore[no-untyped-def]
+):
     """A check with no answer: the job learns its lock is lost at the check's deadline, not
     after the stuck server session is ended from a fresh connection (which can take seconds on
     a loaded machine, 3 s at most); that session is still ended before the attempt is over."""
@@ -280,7 +280,7 @@ def test_the_job_is_told_of_the_loss_before_its_stuck_session_is_ended(
 
     slow_end = PgSessionLock.end_stuck_session
 
-    def end_slowly(self, seconds):  # type: ignore[no-untyped-def]
+    def end_slowly(self, seconds):
         time.sleep(2.0)
         return slow_end(self, seconds)
 

@@ -50,6 +50,7 @@ def raw_connect(url: str, *, autocommit: bool = True, found_rows: bool = False) 
         return mysql_connect(
             url, autocommit=autocommit, client_flag=CLIENT.FOUND_ROWS if found_rows else 0
         )
+    assert u.database, url
     return sqlite3.connect(
         u.database, isolation_level=None if autocommit else "DEFERRED", timeout=30
     )

@@ -76,7 +76,7 @@ def shedlock_table(request: pytest.FixtureRequest, pg_url: str, uid: str) -> Ite
 
 def test_postgres_direct(
     own_database: str, held_lock: int, shedlock_table: str, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     pg_url = own_database
     done = init(cli_env, tmp_path, "--url", pg_url)
     assert done.returncode == 0, done.stderr
@@ -101,7 +101,7 @@ def test_postgres_direct(
     assert path.read_text() == text
 
 
-def test_through_pgbouncer_suggests_pg_xact(pgbouncer: str, cli_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_through_pgbouncer_suggests_pg_xact(pgbouncer: str, cli_env, tmp_path: Path) -> None:
     done = init(cli_env, tmp_path, "--url", pgbouncer, "through-pgbouncer.toml")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "through-pgbouncer.toml").read_text()
@@ -113,7 +113,7 @@ def test_through_pgbouncer_suggests_pg_xact(pgbouncer: str, cli_env, tmp_path: P
 
 
 @pytest.fixture
-def plain_role(pg_conn, uid: str) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def plain_role(pg_conn, uid: str) -> Iterator[str]:
     """A login role with no monitoring or signalling grants."""
     role = f"lc_init_{uid}"
     pg_conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
@@ -123,7 +123,7 @@ def plain_role(pg_conn, uid: str) -> Iterator[str]:  # type: ignore[no-untyped-d
 
 def test_postgres_viewer_without_grants(
     own_database: str, plain_role: str, held_lock: int, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     url = _with_user(own_database, plain_role, "s3cret-pw")  # trust auth: any password is accepted
     done = init(cli_env, tmp_path, "--url", url)
     assert done.returncode == 0, done.stderr
@@ -148,7 +148,7 @@ def test_postgres_viewer_without_grants(
 
 
 @pytest.fixture
-def pgbouncer_viewer(pg_conn) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def pgbouncer_viewer(pg_conn) -> Iterator[str]:
     """PGBOUNCER_VIEWER as a login role with no monitoring or signalling grants; its sessions
     (PgBouncer's server connections among them) are ended before it is dropped."""
     role = PGBOUNCER_VIEWER
@@ -161,12 +161,12 @@ def pgbouncer_viewer(pg_conn) -> Iterator[str]:  # type: ignore[no-untyped-def]
 
 
 def test_a_viewer_through_pgbouncer_is_told_its_missing_grants(
-    pgbouncer: str,  # noqa: F811
+    pgbouncer: str,
     pgbouncer_viewer: str,
     held_lock: int,
     cli_env,
     tmp_path: Path,
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     url = pgbouncer.replace("postgres@", f"{pgbouncer_viewer}:s3cret-pw@", 1)
     done = init(cli_env, tmp_path, "--url", url)
     assert done.returncode == 0, done.stderr
@@ -194,7 +194,7 @@ def test_a_viewer_through_pgbouncer_is_told_its_missing_grants(
 
 
 @pytest.fixture
-def mysql_viewer(mysql_conn, mysql_url: str, uid: str) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def mysql_viewer(mysql_conn, mysql_url: str, uid: str) -> Iterator[str]:
     """A MariaDB account with SELECT on the test schema only (no PROCESS, no CONNECTION ADMIN)."""
     user = f"lc_init_{uid}"
     schema = parse_url(mysql_url).database
@@ -212,7 +212,7 @@ def mysql_viewer(mysql_conn, mysql_url: str, uid: str) -> Iterator[str]:  # type
 @pytest.mark.mysql
 def test_mariadb_root_and_viewer(
     mysql_url: str, mysql_conn, mysql_viewer: str, uid: str, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     name = f"billing_{uid}"
     with mysql_conn.cursor() as cur:
         # every holder is listed through MariaDB's plugin (global, harmless; left installed)
@@ -253,21 +253,21 @@ def test_mariadb_root_and_viewer(
 )
 def test_bad_url_is_one_line_and_writes_nothing(
     url: str, expected: str, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     done = init(cli_env, tmp_path, "--url", url)
     assert done.returncode == 2
     assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*.toml"))
 
 
-def test_unreachable_database_writes_nothing(cli_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unreachable_database_writes_nothing(cli_env, tmp_path: Path) -> None:
     done = init(cli_env, tmp_path, "--url", "postgresql://postgres:pw@127.0.0.1:1/nothing")
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "pw@" not in done.stderr
     assert not (tmp_path / "lockconsole.toml").exists()
 
 
-def test_without_url_writes_an_unprobed_starter(cli_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_without_url_writes_an_unprobed_starter(cli_env, tmp_path: Path) -> None:
     done = init(cli_env, tmp_path)
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "lockconsole.toml").read_text()

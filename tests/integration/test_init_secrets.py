@@ -45,7 +45,7 @@ def _leaks(text: str) -> list[str]:
 @pytest.mark.parametrize("form", sorted(PG_FORMS))
 def test_init_writes_no_password_in_any_url_form(
     form: str, pg_url: str, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     url = PG_FORMS[form](pg_url)  # trust auth: any password is accepted
     done = init(cli_env, tmp_path, "--url", url)
     assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,19 +34,19 @@ def strategy_of(url: str) -> str:
     return "lease" if url.startswith("sqlite") else "mysql" if "mysql" in url else "pg-session"
 
 
-def run_json(config: Path, *words: str, env: dict[str, str]) -> dict[str, object]:
+def run_json(config: Path, *words: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(config), "run", *words, "--json"],
         capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.mysql
 def test_a_command_job_reads_its_attempt_from_its_environment(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"ctx_{uid}"
     script, seen = tmp_path / "dump.py", tmp_path / "seen.json"
     script.write_text(DUMP, encoding="utf-8")
@@ -67,7 +68,7 @@ def test_a_command_job_reads_its_attempt_from_its_environment(
     assert context["LOCKCONSOLE_INSTANCE"] == f"web-{uid}" == run["instance"]
     assert context["LOCKCONSOLE_TRIGGER"] == "scheduled" == run["trigger"]
     slot = datetime.fromisoformat(context["LOCKCONSOLE_SLOT"])
-    assert slot.utcoffset() is not None and slot.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+    assert slot.utcoffset() is not None and slot.utcoffset().total_seconds() == 0
     assert slot == datetime.fromisoformat(str(run["slot"]))
     if run["fencing_token"] is None:
         assert "LOCKCONSOLE_FENCING_TOKEN" not in context  # unknown is unset, never ""
@@ -78,7 +79,7 @@ def test_a_command_job_reads_its_attempt_from_its_environment(
 
 def test_a_manual_run_tells_the_job_its_trigger_and_its_own_slot(
     pg_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"ctx_{uid}"
     script, seen = tmp_path / "dump.py", tmp_path / "seen.json"
     script.write_text(DUMP, encoding="utf-8")
@@ -101,7 +102,7 @@ def test_a_manual_run_tells_the_job_its_trigger_and_its_own_slot(
     assert int(context["LOCKCONSOLE_FENCING_TOKEN"]) == run["fencing_token"] >= 1
 
 
-def test_run_once_carries_the_same_context(pg_url, uid, empty_registry):  # type: ignore[no-untyped-def]
+def test_run_once_carries_the_same_context(pg_url, uid, empty_registry):
     config = parse_config(
         f'[databases.main]\nurl = "{pg_url}"\n[jobs.ctx_{uid}]\nstrategy = "lease"\n'
     )
@@ -124,7 +125,7 @@ TALKATIVE = (
 )
 
 
-def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cli_env, tmp_path):
     """A talkative job under `run --json`: its stdout goes to stderr, ours parses as one object."""
     script = tmp_path / "talk.py"
     script.write_text(TALKATIVE, encoding="utf-8")
@@ -171,7 +172,7 @@ def test_run_json_stdout_carries_only_the_document(pg_url, uid, write_config, cl
 
 def test_the_environments_instance_beats_the_configs_and_the_flag_beats_both(
     pg_url, uid, write_config, cli_env
-):  # type: ignore[no-untyped-def]
+):
     """`--instance`, then `$LOCKCONSOLE_INSTANCE`, then the config's `instance`, then the host
     name: one shared config (a ConfigMap) gets each instance's name from its environment."""
     job = f"named_{uid}"
@@ -204,7 +205,7 @@ def readme_block(after: str, lang: str) -> str:
 
 def test_the_readmes_shell_job_keyed_on_the_slot_inserts_nothing_twice(
     pg_url, pg_conn, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     """The README's shell job, run by `lockconsole run` on PostgreSQL through psql: one invoice
     per tenant for the slot; the same script again for that slot (a rerun) adds none, and the
     next slot bills again."""
@@ -254,7 +255,7 @@ def test_the_readmes_shell_job_keyed_on_the_slot_inserts_nothing_twice(
 
 def test_the_readmes_python_job_keyed_on_the_slot_charges_each_tenant_once(
     own_database, write_config, monkeypatch
-):  # type: ignore[no-untyped-def]
+):
     """The README's Python job, executed as written (its two app functions given by the test):
     run twice for one slot with once_per_slot off, so the second run gets the lock too, its
     claims find every key taken and it charges nobody again."""

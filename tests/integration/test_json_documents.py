@@ -25,7 +25,7 @@ def _readme_keys() -> dict[str, set[str]]:
     return found
 
 
-def test_every_json_document_has_the_keys_the_readme_names(own_database, write_config, cli_env):  # type: ignore[no-untyped-def]
+def test_every_json_document_has_the_keys_the_readme_names(own_database, write_config, cli_env):
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n[jobs.doc_job]\nstrategy = "pg-session"\n'
         'command = ["sh", "-c", "echo talkative; echo more"]\n'
@@ -60,7 +60,7 @@ def test_every_json_document_has_the_keys_the_readme_names(own_database, write_c
     assert commands["output"]["found"] is True and "talkative" in str(commands["output"]["output"])
 
 
-def test_config_json_shows_every_field_of_a_job(write_config, cli_env):  # type: ignore[no-untyped-def]
+def test_config_json_shows_every_field_of_a_job(write_config, cli_env):
     from dataclasses import fields
 
     from lockconsole.config.loader import load_config

@@ -85,7 +85,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path, uid: str) -> Iterator[En
 def locks() -> Iterator[Callable[[LeaseLock], LeaseLock]]:
     """Register a lock to be closed after the test."""
     opened: list[LeaseLock] = []
-    yield lambda lock: opened.append(lock) or lock  # type: ignore[func-returns-value]
+    yield lambda lock: opened.append(lock) or lock
     for lock in opened:
         lock.close()
 

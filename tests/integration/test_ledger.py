@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -41,8 +42,8 @@ def ledger(url: str) -> Iterator[Ledger]:
         yield led
 
 
-def make_run(job: str, slot: datetime, **changes: object) -> Run:
-    values: dict[str, object] = {
+def make_run(job: str, slot: datetime, **changes: Any) -> Run:
+    values: dict[str, Any] = {
         "job": job,
         "slot": slot,
         "instance": "web-1",
@@ -53,7 +54,7 @@ def make_run(job: str, slot: datetime, **changes: object) -> Run:
         "started_at": slot + timedelta(seconds=1, microseconds=123456),
     }
     values.update(changes)
-    return Run(**values)  # type: ignore[arg-type]
+    return Run(**values)
 
 
 SLOT = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
@@ -145,7 +146,7 @@ def test_long_messages_are_truncated(ledger: Ledger, uid: str) -> None:
     (back,) = ledger.runs(f"long_{uid}")
     assert back.message == done.message
     assert back.message.startswith("start ") and back.message.endswith("the error at the end")
-    assert "truncated" in back.message
+    assert back.message is not None and "truncated" in back.message
 
 
 def test_bad_input_is_refused(ledger: Ledger, uid: str) -> None:

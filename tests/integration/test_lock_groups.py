@@ -15,7 +15,7 @@ import pytest
 from lockconsole.model.keys import name_to_int64
 
 
-def lockconsole(config: Path, env: dict[str, str], *words: str, wait: bool = True):  # type: ignore[no-untyped-def]
+def lockconsole(config: Path, env: dict[str, str], *words: str, wait: bool = True):
     argv = [sys.executable, "-m", "lockconsole", "--config", str(config), *words]
     if not wait:
         return subprocess.Popen(
@@ -27,7 +27,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str, wait: bool = Tru
 
 
 @pytest.mark.parametrize("kind", ["postgresql", pytest.param("mysql", marks=pytest.mark.mysql)])
-def test_members_of_a_group_take_turns(kind, request, uid, write_config, cli_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_members_of_a_group_take_turns(kind, request, uid, write_config, cli_env, tmp_path) -> None:
     url = request.getfixturevalue("pg_url" if kind == "postgresql" else "mysql_url")
     strategy = "pg-session" if kind == "postgresql" else "mysql"
     started, go = tmp_path / "started", tmp_path / "go"

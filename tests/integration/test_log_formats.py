@@ -19,7 +19,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 
-def lockconsole(config: Path, *words: str, env: dict[str, str], stderr: int | None = None):  # type: ignore[no-untyped-def]
+def lockconsole(config: Path, *words: str, env: dict[str, str], stderr: int | None = None):
     return subprocess.run(
         [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
         stdout=subprocess.PIPE, stderr=stderr or subprocess.PIPE, text=True, env=env,
@@ -28,7 +28,7 @@ def lockconsole(config: Path, *words: str, env: dict[str, str], stderr: int | No
 
 
 @pytest.fixture
-def paused_job(pg_url, uid, write_config, cli_env):  # type: ignore[no-untyped-def]
+def paused_job(pg_url, uid, write_config, cli_env):
     config = write_config(
         f'[databases.main]\nurl = "{pg_url}"\n[jobs.j_{uid}]\nstrategy = "pg-session"\n'
         'command = ["true"]\n'
@@ -38,7 +38,7 @@ def paused_job(pg_url, uid, write_config, cli_env):  # type: ignore[no-untyped-d
     return config, f"j_{uid}"
 
 
-def test_json_lines_parse_one_by_one_and_keep_the_note_exact(paused_job, cli_env):  # type: ignore[no-untyped-def]
+def test_json_lines_parse_one_by_one_and_keep_the_note_exact(paused_job, cli_env):
     config, job = paused_job
     done = lockconsole(config, "run", job, "--log-format", "json", env=cli_env)
     assert done.returncode == 3, done.stderr  # paused: a skip
@@ -52,7 +52,7 @@ def test_json_lines_parse_one_by_one_and_keep_the_note_exact(paused_job, cli_env
     assert paused[0]["time"].endswith("Z")
 
 
-def test_logfmt_lines_are_pairs_and_escape_the_note(paused_job, cli_env):  # type: ignore[no-untyped-def]
+def test_logfmt_lines_are_pairs_and_escape_the_note(paused_job, cli_env):
     config, job = paused_job
     done = lockconsole(config, "run", job, "--log-format", "logfmt", env=cli_env)
     assert done.returncode == 3, done.stderr
@@ -64,7 +64,7 @@ def test_logfmt_lines_are_pairs_and_escape_the_note(paused_job, cli_env):  # typ
     assert "event=paused" in done.stderr and "\\x1b" in done.stderr
 
 
-def test_text_lines_escape_data_too(paused_job, cli_env):  # type: ignore[no-untyped-def]
+def test_text_lines_escape_data_too(paused_job, cli_env):
     config, job = paused_job
     done = lockconsole(config, "run", job, env=cli_env)
     assert done.returncode == 3 and "event=paused" in done.stderr
@@ -72,7 +72,7 @@ def test_text_lines_escape_data_too(paused_job, cli_env):  # type: ignore[no-unt
 
 
 @pytest.mark.parametrize("log_format", ["text", "logfmt", "json"])
-def test_under_systemd_lines_carry_a_priority_and_no_timestamp(paused_job, cli_env, log_format):  # type: ignore[no-untyped-def]
+def test_under_systemd_lines_carry_a_priority_and_no_timestamp(paused_job, cli_env, log_format):
     config, job = paused_job
     read, write = os.pipe()
     st = os.fstat(write)
@@ -97,7 +97,7 @@ def test_under_systemd_lines_carry_a_priority_and_no_timestamp(paused_job, cli_e
         assert all("time" not in d and d["logger"].startswith("lockconsole.") for d in docs)
 
 
-def test_a_journal_stream_of_another_file_is_not_the_journal(paused_job, cli_env, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_journal_stream_of_another_file_is_not_the_journal(paused_job, cli_env, tmp_path):
     config, job = paused_job
     other = tmp_path / "other"
     other.write_text("", encoding="utf-8")
@@ -116,7 +116,7 @@ def _fields(line: str, log_format: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("log_format", ["logfmt", "json"])
-def test_each_line_names_the_module_that_wrote_it(pg_url, uid, write_config, cli_env, log_format):  # type: ignore[no-untyped-def]
+def test_each_line_names_the_module_that_wrote_it(pg_url, uid, write_config, cli_env, log_format):
     """`schedule` on real PostgreSQL: the scheduler's own lines and an attempt's events come from
     two modules, each line names its own, and both have the one formatter's shape."""
     job = f"every_s_{uid}"
@@ -142,7 +142,7 @@ def test_each_line_names_the_module_that_wrote_it(pg_url, uid, write_config, cli
 
 
 @pytest.mark.parametrize("log_format", ["logfmt", "json"])
-def test_one_formatter_on_the_package_logger_takes_every_module_and_other_libraries(log_format):  # type: ignore[no-untyped-def]
+def test_one_formatter_on_the_package_logger_takes_every_module_and_other_libraries(log_format):
     """In one process: `setup` twice leaves one handler; two modules' records and a driver's
     warning come out in the same shape, each under its own logger's name."""
     import io

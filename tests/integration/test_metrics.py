@@ -107,7 +107,7 @@ def _serve(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], st
 
 def test_http_metrics_match_the_ledger_and_pg_locks(
     own_database: str, uid: str, write_config, cli_env, serving
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # a database of its own: the holders and waiters counted are the whole database's, and
     # other tests take and let go of advisory locks in the shared one between two readings
     pg_url = own_database
@@ -201,7 +201,7 @@ def test_http_metrics_match_the_ledger_and_pg_locks(
 
 def test_textfile_is_replaced_atomically_with_duplicate_counts(
     pg_url: str, pg_conn, uid: str, write_config, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     job, table = f"m_dup_{uid}", f"m_invoices_{uid}"
     pg_conn.execute(
         sql.SQL("CREATE TABLE {} (tenant int, period text)").format(sql.Identifier(table))
@@ -261,7 +261,7 @@ def test_textfile_is_replaced_atomically_with_duplicate_counts(
 )
 def test_bad_metrics_arguments_are_one_line(
     args: list[str], expected: str, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lockconsole", "metrics", *args],
         capture_output=True,
@@ -275,7 +275,7 @@ def test_bad_metrics_arguments_are_one_line(
     assert list(tmp_path.glob("*.prom")) == []
 
 
-def test_a_port_in_use_is_one_line(write_config, pg_url: str, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_port_in_use_is_one_line(write_config, pg_url: str, cli_env) -> None:
     path = write_config(_config_text(pg_url, []))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -295,7 +295,7 @@ def test_a_port_in_use_is_one_line(write_config, pg_url: str, cli_env) -> None: 
     )
 
 
-def test_missing_extra_names_it(cli_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_extra_names_it(cli_env, tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['prometheus_client'] = None\n"
         "from lockconsole.cli.main import main\n"
@@ -327,15 +327,16 @@ def test_period_is_the_longest_gap_between_firings(
     from datetime import UTC, datetime
 
     from lockconsole.metrics.figures import period
-    from lockconsole.model.jobs import Job
+    from lockconsole.model.jobs import Job, LockKey
 
-    job = Job(name="j", database="main", strategy="pg-session", key=None, schedule=schedule)  # type: ignore[arg-type]
+    key = LockKey("int64", 1)
+    job = Job(name="j", database="main", strategy="pg-session", key=key, schedule=schedule)
     assert period(job, datetime(2026, 12, 1, 7, 0, tzinfo=UTC)) == seconds
 
 
 def test_textfile_counters_go_on_from_the_last_run(
     pg_url: str, uid: str, write_config, cli_env, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     job = f"m_tf_{uid}"
     path = write_config(_config_text(pg_url, [job]))
     config = load_config(str(path))

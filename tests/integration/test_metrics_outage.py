@@ -23,8 +23,8 @@ from lockconsole import run_once
 from lockconsole.config.loader import load_config, parse_config
 from lockconsole.metrics.counters import Counters
 from lockconsole.metrics.figures import slot_statuses
-from lockconsole.model.jobs import Run
-from lockconsole.model.views import SlotReport, Snapshot
+from lockconsole.model.jobs import Outcome, Run
+from lockconsole.model.views import SlotReport, SlotStatus, Snapshot
 
 from tests.integration.test_metrics import Samples, parse, value
 from tests.support.helpers import wait_for
@@ -86,7 +86,7 @@ def _series_of(samples: Samples, job: str) -> set[str]:
 @pytest.mark.parametrize("cut", ["pg", "my"])
 def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
     cut: str, proxies, uid: str, write_config, cli_env, exporters
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     jobs = {"pg": f"o_pg_{uid}", "my": f"o_my_{uid}"}
     # the proxy is a plain TCP hop, not a pooler: pg-session may run through it
     strategy = {"pg": 'strategy = "pg-session"\nallow_pooler = true', "my": 'strategy = "mysql"'}
@@ -102,14 +102,16 @@ def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
             assert first.acquired
     url = start_exporter(path, cli_env, exporters)
 
-    first = _scrape(url)  # the rows already there are taken as counted: every counter at 0
+    scraped = _scrape(url)  # the rows already there are taken as counted: every counter at 0
     for job in jobs.values():
-        assert value(first, "job_up", job_name=job) == 1
-        assert value(first, "job_slots", job_name=job, status="ok") == 1
+        assert value(scraped, "job_up", job_name=job) == 1
+        assert value(scraped, "job_slots", job_name=job, status="ok") == 1
         for status in slot_statuses():
-            assert value(first, "slots_total", job_name=job, status=status) == 0
+            assert value(scraped, "slots_total", job_name=job, status=status) == 0
         assert (
-            value(first, "attempts_total", job_name=job, outcome="succeeded", instance_name="web-1")
+            value(
+                scraped, "attempts_total", job_name=job, outcome="succeeded", instance_name="web-1"
+            )
             == 0
         )
     for job in jobs.values():  # web-2 finds the slot done: a skipped attempt, counted
@@ -166,12 +168,12 @@ def test_a_database_cut_is_unknown_and_the_counters_go_on_after_it(
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
 
-def _run(job: str, instance: str, outcome: str, run_id: int, slot: datetime = T0) -> Run:
-    return Run(job, slot, instance, "h", 1, "scheduled", outcome, slot, id=run_id)  # type: ignore[arg-type]
+def _run(job: str, instance: str, outcome: Outcome, run_id: int, slot: datetime = T0) -> Run:
+    return Run(job, slot, instance, "h", 1, "scheduled", outcome, slot, id=run_id)
 
 
-def _report(job: str, status: str, slot: datetime = T0) -> SlotReport:
-    return SlotReport(job, slot, 1, 0, (), status)  # type: ignore[arg-type]
+def _report(job: str, status: SlotStatus, slot: datetime = T0) -> SlotReport:
+    return SlotReport(job, slot, 1, 0, (), status)
 
 
 def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> None:
@@ -235,7 +237,7 @@ def test_counters_count_each_final_row_once_and_each_status_a_slot_reaches() -> 
 
 def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_is_cut(
     pg_url: str, proxies, uid: str, write_config, cli_env, exporters
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     import psycopg
 
     from lockconsole.console.facade import Console
@@ -291,7 +293,7 @@ def test_force_releases_and_requests_are_counted_and_unknown_while_their_table_i
 @pytest.mark.parametrize("hung", ["my", "pg"])
 def test_a_hung_database_is_unknown_within_the_budget_and_hides_no_other(
     hung: str, proxies, uid: str, write_config, cli_env, exporters
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     jobs = {"pg": f"h_pg_{uid}", "my": f"h_my_{uid}"}
     lines = ['[console]\nstatement_timeout = "1s"\nconnect_timeout = "1s"']
     lines += [f"[databases.{n}]\nurl = {json.dumps(u)}" for n, (_p, u) in proxies.items()]

@@ -206,7 +206,7 @@ def test_mariadb_cli_holder_listed(db: Database, closing, uid, source) -> None:
         env=env,
     )
     try:
-        cli_id, got = proc.stdout.readline().split()  # type: ignore[union-attr]
+        cli_id, got = proc.stdout.readline().split()
         assert got == "1"
         inspector = closing(MysqlInspector(db, source=source))
         holders = eventually(lambda: rows_for(inspector, [job(uid, name)], name))
@@ -335,7 +335,7 @@ def test_failing_audit_write_kills_nothing(db, session, closing, mysql_url, uid)
             cur.execute(f"DROP DATABASE IF EXISTS `{own}`")
 
 
-def _audit_write_fails(db, session, closing, url, uid) -> None:  # type: ignore[no-untyped-def]
+def _audit_write_fails(db, session, closing, url, uid) -> None:
     conn, name = session(), f"lc:{uid}:audit"
     pid = hold(conn, name)
     inspector = closing(MysqlInspector(db, source="is_used_lock"))  # root: could kill

@@ -101,13 +101,13 @@ def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def config_for(write_config, url: str) -> Path:  # type: ignore[no-untyped-def]
+def config_for(write_config, url: str) -> Path:
     return write_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.billing]\nstrategy = "mysql"\ncommand = ["true"]\n'
     )
 
 
-def test_tls_parameters_are_passed_to_the_driver(tls_server, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_tls_parameters_are_passed_to_the_driver(tls_server, write_config, cli_env) -> None:
     folder, port = tls_server["folder"], tls_server["port"]
     base = f"mysql://root@127.0.0.1:{port}/app"
     good = f"{base}?ssl_mode=VERIFY_IDENTITY&ssl_ca={folder / 'ca.pem'}"
@@ -137,13 +137,13 @@ def test_tls_parameters_are_passed_to_the_driver(tls_server, write_config, cli_e
     assert disabled.returncode == 5, disabled.stderr  # the server requires TLS
 
 
-def test_required_fails_on_a_server_without_tls(mysql_url, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_required_fails_on_a_server_without_tls(mysql_url, write_config, cli_env) -> None:
     config = config_for(write_config, f"{mysql_url}?ssl_mode=REQUIRED")
     done = lockconsole(config, cli_env, "run", "billing", "--manual")
     assert done.returncode == 5 and "ssl" in done.stderr.lower(), done.stderr
 
 
-def test_an_option_file_is_read(tls_server, write_config, cli_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_option_file_is_read(tls_server, write_config, cli_env, tmp_path) -> None:
     folder, port = tls_server["folder"], tls_server["port"]
     for ca, expected in (("ca.pem", 0), ("other-ca.pem", 5)):
         options = tmp_path / f"{ca}.cnf"
@@ -162,7 +162,7 @@ def test_an_option_file_is_read(tls_server, write_config, cli_env, tmp_path) -> 
         ("ssl_mode=DISABLED&ssl_ca=/x.pem", "choose one"),
     ],
 )
-def test_a_parameter_not_passed_on_is_refused(query, said, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_parameter_not_passed_on_is_refused(query, said, write_config, cli_env) -> None:
     config = config_for(write_config, f"mysql://root@127.0.0.1:3306/test?{query}")
     done = lockconsole(config, cli_env, "run", "billing", "--manual")
     lines = done.stderr.strip().splitlines()

@@ -22,7 +22,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def test_each_ledgers_run_1_is_its_own(own_database, fresh_mysql, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_each_ledgers_run_1_is_its_own(own_database, fresh_mysql, write_config, cli_env) -> None:
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n[databases.my]\nurl = "{fresh_mysql}"\n'
         f'[jobs.pg_job]\ndatabase = "main"\nstrategy = "pg-session"\n'

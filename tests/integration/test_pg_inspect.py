@@ -123,7 +123,7 @@ def test_int64_holders_negative_and_shared(inspector: PgInspector, connect: Conn
         assert h.state == "idle" and h.backend_start is not None and h.state_since is not None
         assert h.query and "pg_advisory_lock_shared" in h.query and len(h.query) <= 200
         assert h.datname == inspector.database.url.database
-    assert sorted(h.pid for h in shared) == sorted([a_pid, b.info.backend_pid])
+    assert sorted(h.pid or 0 for h in shared) == sorted([a_pid, b.info.backend_pid])
     assert {h.mode for h in shared} == {"ShareLock"} and all(h.granted for h in shared)
 
 
@@ -147,7 +147,7 @@ def test_waiter_shows_blocked_by(inspector: PgInspector, connect: Connect, uid: 
         assert w.waiting_since is not None and w.application_name == "waiter"
         (g,) = [h for h in find(inspector, str(k)) if h.granted]
         assert g.pid == holder.info.backend_pid and g.blocked_by == ()
-        result = inspector.release(w, actor=ACTOR, audit=None)  # type: ignore[arg-type]
+        result = inspector.release(w, actor=ACTOR, audit=None)  # type: ignore[arg-type]  # refused first
         assert result.status == "error" and "only granted holders" in result.message
     finally:
         holder.execute("SELECT pg_advisory_unlock(%s)", (k,))
@@ -227,6 +227,7 @@ def test_release_refused_when_holder_changed(
     assert result.status == "holder_changed"
     assert f"pid {a.info.backend_pid} no longer holds key {k}" in result.message
     assert "nothing was done" in result.message
+    assert moved.backend_start is not None
     stale = dataclasses.replace(moved, backend_start=moved.backend_start - timedelta(seconds=1))
     assert inspector.release(stale, actor=ACTOR, audit=audit).status == "holder_changed"
     assert a.execute("SELECT 1").fetchone() == (1,)  # nothing was terminated

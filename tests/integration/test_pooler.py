@@ -35,7 +35,7 @@ def jobs_for(uid: str) -> tuple[Job, ...]:
 
 
 @pytest.fixture
-def pooled_db(pgbouncer: str) -> Database:  # noqa: F811
+def pooled_db(pgbouncer: str) -> Database:
     return Database("main", parse_url(pgbouncer))
 
 
@@ -45,13 +45,13 @@ def test_direct_url_is_not_a_pooler(pg_url: str) -> None:
     assert info.evidence.startswith("direct connection")
 
 
-def test_pgbouncer_is_detected_with_its_pool_mode(pgbouncer: str) -> None:  # noqa: F811
+def test_pgbouncer_is_detected_with_its_pool_mode(pgbouncer: str) -> None:
     info = detect_pooler(parse_url(pgbouncer))
     assert (info.detected, info.kind, info.pool_mode) == (True, "pgbouncer", "transaction")
     assert "inet_server_port()" in info.evidence and "PgBouncer 1." in info.evidence
 
 
-def test_admin_console_refusal_is_itself_pgbouncer(pgbouncer: str) -> None:  # noqa: F811
+def test_admin_console_refusal_is_itself_pgbouncer(pgbouncer: str) -> None:
     plain = pgbouncer.replace("postgres@", "lockconsole_pgb_plain@")
     kind, mode, evidence = _probe_admin(parse_url(plain))
     assert (kind, mode) == ("pgbouncer", None) and "not allowed" in evidence
@@ -81,7 +81,7 @@ def direct_inspector(pg_url: str) -> Iterator[PgInspector]:
 
 
 def test_orphaned_session_lock_is_found_and_released(
-    pgbouncer: str,  # noqa: F811
+    pgbouncer: str,
     pg_url: str,
     direct_inspector: PgInspector,
     uid: str,
@@ -123,7 +123,7 @@ def test_orphaned_session_lock_is_found_and_released(
 
 
 def test_release_through_the_pooler(
-    pgbouncer: str,  # noqa: F811
+    pgbouncer: str,
     pg_url: str,
     direct_inspector: PgInspector,
     uid: str,

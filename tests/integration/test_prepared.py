@@ -8,6 +8,7 @@ inet_client_port) show anything in between, or a Unix socket, must stay unprepar
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,31 +27,31 @@ CYCLES = PREPARE_THRESHOLD + 5
 pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
-def _config(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
+def _config(url: str, job: str, strategy: str, extra: str = ""):
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
         f'schedule = "0 2 * * *"\nonce_per_slot = false\nlease_table = "lease_{job}"\n{extra}'
     )
 
 
-def _cycles(config, job: str) -> None:  # type: ignore[no-untyped-def]
+def _cycles(config, job: str) -> None:
     for _ in range(CYCLES):
         with run_once(job, config=config, instance="web-1") as run:
             assert run.acquired, run.run.message
 
 
-def _kept_connections() -> tuple[object, object]:
+def _kept_connections() -> tuple[Any, Any]:
     """The psycopg connections of the one idle session: (lock's, ledger's or None if unopened)."""
     (sessions,) = REGISTRY._idle.values()
     (session,) = sessions
-    lock = session.lock
+    lock: Any = session.lock  # a lease keeps its SQLAlchemy connection private
     lock_conn = getattr(lock, "conn", None)
     if lock_conn is None:  # a lease: SQLAlchemy around the psycopg connection
         lock_conn = lock._conn.connection.dbapi_connection
     return lock_conn, session.ledger._conn
 
 
-def _prepared(conn) -> list[str]:  # type: ignore[no-untyped-def]
+def _prepared(conn) -> list[str]:
     rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
     return [r[0] for r in rows]
 
@@ -63,7 +64,7 @@ def _tcp(pg_url: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact", "lease"])
-def test_a_kept_direct_connection_prepares_what_it_repeats(pg_url, uid, strategy):  # type: ignore[no-untyped-def]
+def test_a_kept_direct_connection_prepares_what_it_repeats(pg_url, uid, strategy):
     _tcp(pg_url)
     job = f"prep_{uid}"
     config = _config(pg_url, job, strategy)
@@ -87,7 +88,7 @@ def test_a_kept_direct_connection_prepares_what_it_repeats(pg_url, uid, strategy
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact", "lease"])
-def test_a_connection_through_a_proxy_never_prepares(pg_url, uid, strategy):  # type: ignore[no-untyped-def]
+def test_a_connection_through_a_proxy_never_prepares(pg_url, uid, strategy):
     host, port = _tcp(pg_url)
     proxy = SwitchableProxy((host, port))
     try:

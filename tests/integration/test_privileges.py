@@ -25,7 +25,7 @@ def _pg_console(url: str, job: str, key: int) -> Console:
 
 
 @pytest.fixture
-def pg_accounts(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def pg_accounts(pg_url, pg_conn, uid):
     from lockconsole.backends.audit import AuditLog
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.config.urls import parse_url
@@ -56,7 +56,7 @@ def pg_accounts(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
         pg_conn.execute(f"drop role if exists {role}")
 
 
-def test_pg_viewer_releaser_plain(pg_accounts, pg_conn, uid) -> None:  # type: ignore[no-untyped-def]
+def test_pg_viewer_releaser_plain(pg_accounts, pg_conn, uid) -> None:
     job, key = f"j_{uid}", int(uid[:7], 16)
     holder = psycopg.connect(pg_accounts("holder"), autocommit=True, application_name="billing")
     try:
@@ -100,7 +100,7 @@ MY_GRANTS = {
 
 
 @pytest.fixture
-def my_accounts(mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+def my_accounts(mysql_url, mysql_conn, uid):
     host = urlsplit(mysql_url)
     users = {kind: f"lc_{kind[0]}_{uid}" for kind in (*MY_GRANTS, "holder")}
     with mysql_conn.cursor() as cur:
@@ -122,7 +122,7 @@ def my_accounts(mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.mysql
-def test_mysql_viewer_releaser_plain(my_accounts, mysql_conn, uid) -> None:  # type: ignore[no-untyped-def]
+def test_mysql_viewer_releaser_plain(my_accounts, mysql_conn, uid) -> None:
     import pymysql
 
     job = f"m_{uid}"
@@ -143,7 +143,9 @@ def test_mysql_viewer_releaser_plain(my_accounts, mysql_conn, uid) -> None:  # t
     try:
         with holder.cursor() as cur:
             cur.execute("select get_lock(%s, 0), connection_id()", (job,))
-            got, conn_id = cur.fetchone()
+            row = cur.fetchone()
+            assert row is not None
+            got, conn_id = row
         assert got == 1
         with console("plain") as plain:
             snap = plain.snapshot()

@@ -106,7 +106,7 @@ def _prometheus(tmp_path: Path, target: str, started: list[subprocess.Popen[str]
 
 def test_a_double_run_stays_firing_through_an_outage_in_real_prometheus(
     pg_url: str, uid: str, write_config, cli_env, started, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     proxy, url = proxied(pg_url, 5432, SwitchableProxy)
     try:
         job = f"p_dr_{uid}"

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from lockconsole.model.jobs import Outcome
+
 from tests.support.prune_fill import Plain, ago, own_mysql_database
 
 OLD = 150_000  # attempts 200 days back
@@ -171,7 +173,7 @@ def test_a_double_run_and_a_miss_stay_answerable_after_pruning(
         }
         s = timedelta(seconds=1)
 
-        def attempt(slot: str, instance: str, outcome: str, start: float, end: float) -> Run:
+        def attempt(slot: str, instance: str, outcome: Outcome, start: float, end: float) -> Run:
             began = slots[slot] + start * s
             return Run(
                 job="billing",

@@ -100,7 +100,7 @@ def my_state(conn: Any, uid: str, name: str) -> dict[str, Any]:
 
 def test_every_command_with_read_only_changes_nothing(
     pg_url, mysql_url, pg_conn, mysql_conn, uid, write_config, cli_env
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     pg_job, my_job, lease_job = f"ro_pg_{uid}", f"ro_my_{uid}", f"ro_lease_{uid}"
     config = write_config(f"""
         [databases.pg]

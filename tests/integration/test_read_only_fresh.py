@@ -53,7 +53,7 @@ def my_tables(url: str) -> list[str]:
 @pytest.mark.parametrize("kind", ["postgresql", pytest.param("mysql", marks=pytest.mark.mysql)])
 def test_read_only_on_a_fresh_database_creates_nothing(
     kind, request, write_config, cli_env, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     url = request.getfixturevalue("own_database" if kind == "postgresql" else "fresh_mysql")
     strategy = "pg-session" if kind == "postgresql" else "mysql"
     config = write_config(
@@ -82,7 +82,7 @@ def test_read_only_on_a_fresh_database_creates_nothing(
 
 def test_read_only_reads_an_older_ledger_without_altering_it(
     own_database, write_config, cli_env
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     config = write_config(
         f'[databases.main]\nurl = "{own_database}"\n[jobs.billing]\nstrategy = "pg-session"\n'
         'command = ["true"]\n'

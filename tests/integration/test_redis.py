@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -40,7 +41,7 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     c.close()
 
 
-def _job(uid: str, **extra: object) -> Job:
+def _job(uid: str, **extra: Any) -> Job:
     return Job(
         f"job_{uid}",
         "cache",
@@ -48,7 +49,7 @@ def _job(uid: str, **extra: object) -> Job:
         LockKey("name", f"billing_{uid}"),
         max_duration=timedelta(minutes=10),
         **extra,
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_value_format_is_shedlocks_and_parses_back() -> None:
@@ -70,7 +71,7 @@ def test_acquire_excludes_fences_and_releases(
     ledger = Ledger(Database("ledger", parse_url(f"sqlite:///{_tmp_db(uid)}")))
     with RedisLock(job, db, owner="a") as first, RedisLock(job, db, owner="b") as second:
         assert first.acquire() and not second.acquire()
-        assert client.get(key) == first.value.encode()  # type: ignore[union-attr]
+        assert client.get(key) == first.value.encode()
         assert 0 < client.pttl(key) <= 600_000
         assert first.still_held()
         token = first.issue_token(ledger)
@@ -137,7 +138,7 @@ def test_lock_at_least_for_keeps_the_key_after_a_quick_job(
     run = json.loads(out)
     assert run["outcome"] == "succeeded" and run["fencing_token"] >= 1
     value = client.get(key)
-    assert value is not None and value.startswith(b"ADDED:")
+    assert isinstance(value, bytes) and value.startswith(b"ADDED:")
     assert 0 < client.pttl(key) <= 300_000  # now expires at the end of min_hold
     again = lockconsole(config, "run", job, "--", PYTHON, "-c", "pass", env=cli_env)
     again.communicate(timeout=60)
@@ -232,7 +233,7 @@ def test_hostile_key_names_and_values_are_kept_literally(
         seen = {h.key.encode("utf-8", "surrogateescape"): h for h in listed}
         assert set(seen) == set(names)
         for key, value in names.items():
-            assert seen[key].value.encode("utf-8", "surrogateescape") == value  # type: ignore[union-attr]
+            assert seen[key].value.encode("utf-8", "surrogateescape") == value
             assert seen[key].job is None  # unmapped
         audit = AuditLog(Database("audit", parse_url(f"sqlite:///{_tmp_db(uid)}")))
         try:

@@ -299,7 +299,9 @@ def test_idle_session_holding_the_key_is_stale(setup, cli_env, plain_session, pg
         holding.execute("SELECT pg_advisory_lock(%s)", (job.key.value,))
         assert run_job(config, job.name, "--instance", "web-1", env=cli_env) == 3
         time.sleep(1.2)
-        holder, now = holder_of(plain_session, cfg, job)
+        found = holder_of(plain_session, cfg, job)
+        assert found is not None, "no granted holder"
+        holder, now = found
         assert holder.pid == holding.info.backend_pid and holder.state == "idle"
         [marked] = mark_stale(
             [holder], [job], runs_of(config, job.name), now=now, idle_threshold=timedelta(seconds=1)
@@ -334,7 +336,9 @@ def test_lock_kept_after_its_run_finished_is_stale(setup, plain_session, monkeyp
         run = attempt.run
         assert run.outcome == "succeeded"
         time.sleep(2.2)
-        holder, now = holder_of(plain_session, cfg, job)
+        found = holder_of(plain_session, cfg, job)
+        assert found is not None, "no granted holder"
+        holder, now = found
         assert holder.pid == run.session_id
         [marked] = mark_stale(
             [holder], [job], runs_of(config, job.name), now=now, idle_threshold=HOUR
@@ -360,7 +364,9 @@ def test_lock_held_past_max_duration_is_stale(setup, cli_env, plain_session):
     try:
         wait_for(lambda: holder_of(plain_session, cfg, job))
         time.sleep(1.5)
-        holder, now = holder_of(plain_session, cfg, job)
+        found = holder_of(plain_session, cfg, job)
+        assert found is not None, "no granted holder"
+        holder, now = found
         runs = runs_of(config, job.name)
         [marked] = mark_stale([holder], [job], runs, now=now, idle_threshold=HOUR)
         [tight] = mark_stale([holder], [job], runs, now=now, idle_threshold=timedelta(0))
@@ -627,7 +633,7 @@ def test_idle_holder_with_and_without_a_running_run():
     assert stale(idle, [run("acquired", id=1, session_id=None, at=3600)]).stale is None
     assert stale(idle, idle_threshold=HOUR).stale is None
     in_xact = holder(state="idle in transaction", state_since=T0 + 45 * MINUTE)
-    assert stale(in_xact).stale.startswith("idle in transaction for 15m00s")  # type: ignore[union-attr]
+    assert stale(in_xact).stale.startswith("idle in transaction for 15m00s")
 
 
 def test_orphaned_and_unmapped_holders():

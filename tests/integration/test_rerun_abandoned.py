@@ -36,7 +36,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def wait_for(check, what: str, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
+def wait_for(check, what: str, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -46,7 +46,7 @@ def wait_for(check, what: str, seconds: float = 30) -> None:  # type: ignore[no-
 @pytest.mark.parametrize("rerun", [True, False], ids=["rerun", "default"])
 def test_an_abandoned_slot_is_run_again_by_the_next_attempt(
     rerun, own_database, write_config, cli_env, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     script = tmp_path / "job.py"
     script.write_text(JOB, encoding="utf-8")
     config = write_config(

@@ -8,6 +8,7 @@ sends after the server last spoke: a pipeline of two statements is one. Kept con
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,7 +24,7 @@ SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
 
 
 @pytest.fixture
-def proxy(pg_url):  # type: ignore[no-untyped-def]
+def proxy(pg_url):
     counting, url = proxied(pg_url, 5432, CountingProxy)
     yield counting, url
     REGISTRY.close_all()
@@ -31,21 +32,21 @@ def proxy(pg_url):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def mysql_proxy(mysql_url):  # type: ignore[no-untyped-def]
+def mysql_proxy(mysql_url):
     counting, url = proxied(mysql_url, 3306, CountingProxy)
     yield counting, url
     REGISTRY.close_all()
     counting.close()
 
 
-def _config(url: str, job: str, strategy: str = "pg-session", extra: str = ""):  # type: ignore[no-untyped-def]
+def _config(url: str, job: str, strategy: str = "pg-session", extra: str = ""):
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
         f'schedule = "0 3 * * *"\nallow_pooler = true\nlease_table = "lease_{job}"\n{extra}'
     )
 
 
-def _turns(proxy: CountingProxy, attempt) -> tuple[int, object]:  # type: ignore[no-untyped-def]
+def _turns(proxy: CountingProxy, attempt) -> tuple[int, Any]:
     before = proxy.turns
     result = attempt()
     return proxy.turns - before, result
@@ -55,7 +56,7 @@ ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 3), ("mysql", 2), ("lease", 2)]
 
 
 @pytest.mark.parametrize(("strategy", "turns"), ROUND_TRIPS)
-def test_round_trips_of_an_attempt(request, uid, strategy, turns):  # type: ignore[no-untyped-def]
+def test_round_trips_of_an_attempt(request, uid, strategy, turns):
     """pg-session, mysql and a lease on PostgreSQL: decide, finish. pg-xact: try-lock,
     decide_run on the ledger's connection, then outcome + COMMIT."""
     counting, url = request.getfixturevalue("mysql_proxy" if strategy == "mysql" else "proxy")
@@ -80,7 +81,7 @@ PAUSED_ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 4), ("mysql", 2), ("lease",
 @pytest.mark.parametrize(("strategy", "turns"), PAUSED_ROUND_TRIPS)
 def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let_go(
     request, uid, strategy, turns
-):  # type: ignore[no-untyped-def]
+):
     from lockconsole.backends.ledger.pauses import Controls
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.engine.runner import EXIT_SKIPPED, exit_code_for
@@ -90,7 +91,7 @@ def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let
     job = f"rt_{uid}"
     config = _config(url, job, strategy)
 
-    def attempt(instance: str, hour: int):  # type: ignore[no-untyped-def]
+    def attempt(instance: str, hour: int):
         with run_once(job, config=config, instance=instance, slot=SLOT.replace(hour=hour)) as run:
             pass
         return run.run
@@ -119,12 +120,12 @@ def test_a_paused_job_is_recorded_from_the_decide_round_trip_and_the_lock_is_let
     assert attempt("web-2", 3).outcome == "succeeded"
 
 
-def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy, pg_conn, uid):
     counting, url = proxy
     job = f"rt_{uid}"
     config = _config(url, job)
 
-    def attempt(instance: str, slot: datetime = SLOT):  # type: ignore[no-untyped-def]
+    def attempt(instance: str, slot: datetime = SLOT):
         with run_once(job, config=config, instance=instance, slot=slot) as run:
             pass
         return run
@@ -143,14 +144,14 @@ def test_a_claimed_slot_is_skipped_in_one_round_trip_and_lets_the_lock_go(proxy,
     assert held == 0
 
 
-def test_a_lock_held_elsewhere_is_a_skip_in_one_round_trip(proxy, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_a_lock_held_elsewhere_is_a_skip_in_one_round_trip(proxy, pg_conn, uid):
     counting, url = proxy
     job = f"rt_{uid}"
     config = _config(url, job)
     with run_once(job, config=config, instance="web-1", slot=SLOT) as first:
         assert first.acquired
 
-        def second():  # type: ignore[no-untyped-def]
+        def second():
             with run_once(job, config=config, instance="web-2", slot=SLOT) as run:
                 return run.run
 
@@ -160,7 +161,7 @@ def test_a_lock_held_elsewhere_is_a_skip_in_one_round_trip(proxy, pg_conn, uid):
     assert run.outcome == "skipped" and run.message == "lock held by another session"
 
 
-def test_an_attempt_left_acquired_is_closed_before_the_slot_runs_again(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_an_attempt_left_acquired_is_closed_before_the_slot_runs_again(pg_url, pg_conn, uid):
     job = f"rt_{uid}"
     config = _config(pg_url, job)
     with run_once(job, config=config, instance="web-1", slot=SLOT) as first:
@@ -178,7 +179,7 @@ def test_an_attempt_left_acquired_is_closed_before_the_slot_runs_again(pg_url, p
     assert rows == {"web-1": "lock_lost", "web-2": "succeeded"}, (rows, abandoned)
 
 
-def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url, uid):  # type: ignore[no-untyped-def]
+def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url, uid):
     import psycopg
 
     name = f"h_rounds_{uid}"
@@ -208,7 +209,7 @@ def test_a_database_without_the_ledger_table_gets_it_on_the_first_attempt(pg_url
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_a_mysql_database_without_the_ledger_table_records_the_holding_session(mysql_url, uid):  # type: ignore[no-untyped-def]
+def test_a_mysql_database_without_the_ledger_table_records_the_holding_session(mysql_url, uid):
     """The first attempt on a fresh MariaDB database: decide_run fails on the missing tables, the
     attempt goes on one statement at a time, and its row names the connection holding the lock."""
     from tests.support.helpers import mysql_connect
@@ -239,7 +240,7 @@ def test_a_mysql_database_without_the_ledger_table_records_the_holding_session(m
         admin.close()
 
 
-def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid, caplog):  # type: ignore[no-untyped-def]
+def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid, caplog):
     """An older ledger (runs, no lockconsole_controls): decide_run fails on the missing table, the
     attempt goes on one statement at a time, whose pause lookup creates it; pauses then hold."""
     import psycopg
@@ -257,7 +258,7 @@ def test_a_ledger_without_the_controls_table_falls_back_and_gets_it(pg_url, uid,
         job = f"rt_{uid}"
         config = _config(fresh, job)
 
-        def attempt(hour: int):  # type: ignore[no-untyped-def]
+        def attempt(hour: int):
             with run_once(job, config=config, slot=SLOT.replace(hour=hour)) as run:
                 pass
             return run.run

@@ -45,9 +45,9 @@ def strategy_of(url: str) -> str:
     return "lease" if url.startswith("sqlite") else "mysql" if "mysql" in url else "pg-session"
 
 
-def script_job(write_config, dialect_url: str, job: str, script: Path) -> Path:  # type: ignore[no-untyped-def]
+def script_job(write_config, dialect_url: str, job: str, script: Path) -> Path:
     """A config with one job that runs `script` on the dialect's database."""
-    return write_config(  # type: ignore[no-any-return]
+    return write_config(
         f"""
         [databases.main]
         url = "{dialect_url}"
@@ -63,13 +63,13 @@ def output_json(config: Path, run_id: int, env: dict[str, str]) -> dict[str, obj
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["run_id"] == run_id and found["found"] is True and found["schema"] == 1
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @pytest.mark.mysql
 def test_a_failed_commands_output_tail_is_kept_masked(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"leaky_{uid}"
     script = tmp_path / "leaky.py"
     script.write_text(LEAKY, encoding="utf-8")
@@ -93,7 +93,7 @@ def test_a_failed_commands_output_tail_is_kept_masked(
 @pytest.mark.mysql
 def test_a_raising_callables_traceback_is_kept_masked(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"raising_{uid}"
     module = f"charging_{uid}"
     (tmp_path / f"{module}.py").write_text(RAISING, encoding="utf-8")
@@ -122,7 +122,7 @@ def _charge_in_the_body(dsn: str) -> None:
 
 
 @pytest.mark.mysql
-def test_an_exception_out_of_a_run_once_body_keeps_its_traceback_masked(dialect_url, uid) -> None:  # type: ignore[no-untyped-def]
+def test_an_exception_out_of_a_run_once_body_keeps_its_traceback_masked(dialect_url, uid) -> None:
     job = f"body_{uid}"
     config = parse_config(
         f'[databases.main]\nurl = "{dialect_url}"\n'
@@ -145,7 +145,7 @@ def test_an_exception_out_of_a_run_once_body_keeps_its_traceback_masked(dialect_
 
 def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     pg_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"chatty_{uid}"
     config = write_config(
         f"""
@@ -198,7 +198,7 @@ def _across_the_cut(line: str, distance: int) -> str:
 @pytest.mark.parametrize("kind", ["url", "configured"])
 def test_no_fragment_of_a_password_survives_at_the_cut(
     pg_url, uid, write_config, cli_env, tmp_path, kind, distance
-):  # type: ignore[no-untyped-def]
+):
     job = f"cut_{uid}"
     line = (
         f"connecting to postgresql://billing:{CUT_SECRET}@db.internal/billing\n"
@@ -247,7 +247,7 @@ PRINTS_ENV = (
 @pytest.mark.mysql
 def test_the_values_of_secret_variables_are_masked_in_the_tail(
     dialect_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"envleak_{uid}"
     script = tmp_path / "envleak.py"
     script.write_text(PRINTS_ENV, encoding="utf-8")

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
+from textual.widgets import RichLog
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
@@ -111,7 +112,7 @@ def screens(config: Path, job: str, folder: Path) -> list[str]:
                     await app.workers.wait_for_complete()
                     await pilot.pause(0.2)
                     shots.append(app.export_screenshot())
-                shots.append("\n".join(line.text for line in app.query_one("#log").lines))
+                shots.append("\n".join(line.text for line in app.query_one("#log", RichLog).lines))
         finally:
             console.close()
         return shots

@@ -43,7 +43,7 @@ def alive(conn: Any, pid: int) -> bool:
 
 
 @pytest.fixture
-def held(pg_url, pg_conn, uid, write_config):  # type: ignore[no-untyped-def]
+def held(pg_url, pg_conn, uid, write_config):
     """A job whose lock is held by another session (a plain psycopg connection)."""
     key = int(uid[:7], 16)
     config = write_config(f"""
@@ -60,7 +60,7 @@ def held(pg_url, pg_conn, uid, write_config):  # type: ignore[no-untyped-def]
     holder.close()
 
 
-def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:
     config, job, pid = held
     # this job's rows and this session's: other tests (other workers) write these tables too
     ours = f"job = '{job}' or target like '%{pid}%'"
@@ -79,7 +79,7 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:  # 
     assert count(pg_conn, "lockconsole_runs", f"job = '{job}'") == runs_before
 
 
-def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:  # type: ignore[no-untyped-def]
+def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:
     """The facade itself refuses, whoever calls it (not only the CLI and the TUI): release,
     trigger, pause, resume and request change nothing, not even the audit."""
     config, job, pid = held
@@ -114,7 +114,7 @@ def test_read_only_console_refuses_every_mutation(held, pg_conn) -> None:  # typ
 @pytest.mark.mysql
 def test_read_only_mysql_and_lease(
     mysql_url, mysql_conn, pg_url, pg_conn, uid, write_config
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """KILL and lease updates are refused too: a GET_LOCK holder and a lease row survive."""
     config = load_config(
         str(
@@ -171,7 +171,7 @@ def _scan(secret: str, *outputs: str) -> None:
         assert secret not in text, text[:500]
 
 
-def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:
     """PostgreSQL here trusts every local login, so a password in the URL is accepted and
     carried everywhere; it must never be printed - also on error paths."""
     secret = f"S3cret-{uid}"
@@ -225,7 +225,7 @@ def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:  #
 
 
 @pytest.fixture
-def mysql_user(mysql_conn, uid):  # type: ignore[no-untyped-def]
+def mysql_user(mysql_conn, uid):
     user, password = f"lc_sec_{uid}", f"Pw-{uid}-secret"
     with mysql_conn.cursor() as cur:
         cur.execute(f"create user '{user}'@'%' identified by '{password}'")
@@ -239,7 +239,7 @@ def mysql_user(mysql_conn, uid):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.mysql
-def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cli_env) -> None:  # type: ignore[no-untyped-def]
+def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cli_env) -> None:
     user, password = mysql_user
     host = urlsplit(mysql_url)
     outputs = []
@@ -277,7 +277,7 @@ def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cl
 
 def test_release_without_audit_is_not_performed(
     pg_url, pg_conn, uid, write_config, cli_env
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """An operator account that may terminate backends but cannot write lockconsole_audit:
     `lockconsole release --yes` ends nothing and says why."""
     from lockconsole.backends.audit import AuditLog

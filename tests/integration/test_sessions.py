@@ -15,16 +15,16 @@ from tests.support import helpers
 pytestmark = pytest.mark.usefixtures("empty_registry")
 
 
-def config_for(url: str, job: str, strategy: str, extra: str = ""):  # type: ignore[no-untyped-def]
+def config_for(url: str, job: str, strategy: str, extra: str = ""):
     return helpers.config_for(url, job, strategy, "once_per_slot = false\n" + extra)
 
 
-def outcomes(config, job):  # type: ignore[no-untyped-def]
+def outcomes(config, job):
     with Ledger(config.ledger_for(config.job(job))) as ledger:
         return sorted(r.outcome for r in ledger.runs(job))
 
 
-def kept_session_pids(config, job: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def kept_session_pids(config, job: str) -> tuple[int, int]:
     """One attempt of `job` on web-1, then the server pids of the lock and ledger connections
     it left kept in the registry."""
     from lockconsole.engine.sessions import session_key
@@ -37,10 +37,11 @@ def kept_session_pids(config, job: str) -> tuple[int, int]:  # type: ignore[no-u
     assert session is not None
     ledger_pid = session.ledger.connection.info.backend_pid
     assert REGISTRY.put(session)
+    assert first is not None
     return first, ledger_pid
 
 
-def pg_advisory_locks(conn, pid: int) -> list[tuple]:  # type: ignore[no-untyped-def]
+def pg_advisory_locks(conn, pid: int | None) -> list[tuple]:
     query = "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = %s"
     return conn.execute(query, (pid,)).fetchall()
 
@@ -48,7 +49,7 @@ def pg_advisory_locks(conn, pid: int) -> list[tuple]:  # type: ignore[no-untyped
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
 def test_postgres_session_is_reused_and_holds_nothing_between_attempts(
     pg_url, pg_conn, uid, strategy
-):  # type: ignore[no-untyped-def]
+):
     job = f"reuse_{uid}"
     config = config_for(pg_url, job, strategy)
     pids = []
@@ -67,7 +68,7 @@ def test_postgres_session_is_reused_and_holds_nothing_between_attempts(
     assert outcomes(config, job) == ["succeeded"] * 3
 
 
-def test_mysql_session_is_reused_and_holds_nothing_between_attempts(mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+def test_mysql_session_is_reused_and_holds_nothing_between_attempts(mysql_url, mysql_conn, uid):
     job = f"reuse_my_{uid}"
     config = config_for(mysql_url, job, "mysql")
     ids = []
@@ -82,7 +83,7 @@ def test_mysql_session_is_reused_and_holds_nothing_between_attempts(mysql_url, m
     assert outcomes(config, job) == ["succeeded", "succeeded"]
 
 
-def test_lease_session_is_reused(pg_url, uid):  # type: ignore[no-untyped-def]
+def test_lease_session_is_reused(pg_url, uid):
     job = f"reuse_lease_{uid}"
     config = config_for(pg_url, job, "lease", f'lease_table = "shedlock_{uid}"')
     tokens = []
@@ -99,7 +100,7 @@ def test_lease_session_is_reused(pg_url, uid):  # type: ignore[no-untyped-def]
             conn.execute(f"DROP TABLE IF EXISTS shedlock_{uid}")
 
 
-def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):
     job = f"lost_{uid}"
     config = config_for(pg_url, job, "pg-session")
     with run_once(job, config=config) as run:
@@ -112,7 +113,7 @@ def test_not_reused_after_lock_lost(pg_url, pg_conn, uid):  # type: ignore[no-un
     assert outcomes(config, job) == ["lock_lost", "succeeded"]
 
 
-def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):
     """Both kept connections killed while idle (a restart, an idle timeout): a new session."""
 
     job = f"died_{uid}"
@@ -125,7 +126,7 @@ def test_kept_connections_that_died_are_replaced(pg_url, pg_conn, uid):  # type:
     assert outcomes(config, job) == ["succeeded", "succeeded"]
 
 
-def test_not_reused_when_the_body_fails_to_release(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_not_reused_when_the_body_fails_to_release(pg_url, pg_conn, uid):
     """A session whose unlock found nothing to unlock is closed, not kept."""
     job = f"unlock_{uid}"
     config = config_for(pg_url, job, "pg-session")
@@ -135,7 +136,7 @@ def test_not_reused_when_the_body_fails_to_release(pg_url, pg_conn, uid):  # typ
     assert len(REGISTRY) == 0
 
 
-def test_reuse_off_closes_every_connection(pg_url, pg_conn, uid):  # type: ignore[no-untyped-def]
+def test_reuse_off_closes_every_connection(pg_url, pg_conn, uid):
     job = f"noreuse_{uid}"
     config = config_for(pg_url, job, "pg-session")
     pids = []
@@ -150,7 +151,7 @@ def test_reuse_off_closes_every_connection(pg_url, pg_conn, uid):  # type: ignor
     )
 
 
-def test_a_skip_keeps_the_session_and_records_the_row(pg_url, uid):  # type: ignore[no-untyped-def]
+def test_a_skip_keeps_the_session_and_records_the_row(pg_url, uid):
     job = f"skipkeep_{uid}"
     config = config_for(pg_url, job, "pg-session")
     with run_once(job, config=config, instance="web-1") as held:
@@ -163,7 +164,7 @@ def test_a_skip_keeps_the_session_and_records_the_row(pg_url, uid):  # type: ign
 
 
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
-def test_one_shot_skip_is_recorded_and_closes_its_connections(pg_url, pg_conn, uid, strategy):  # type: ignore[no-untyped-def]
+def test_one_shot_skip_is_recorded_and_closes_its_connections(pg_url, pg_conn, uid, strategy):
     job = f"oneshot_{uid}"
     config = config_for(pg_url, job, strategy)
     j, db = config.job(job), config.database_for(config.job(job))
@@ -182,7 +183,7 @@ def test_one_shot_skip_is_recorded_and_closes_its_connections(pg_url, pg_conn, u
     assert apps == (0,)
 
 
-def test_registry_takes_and_closes_what_it_cannot_keep(pg_url, uid):  # type: ignore[no-untyped-def]
+def test_registry_takes_and_closes_what_it_cannot_keep(pg_url, uid):
     job = f"reg_{uid}"
     config = config_for(pg_url, job, "pg-session")
     registry = SessionRegistry()
@@ -203,7 +204,7 @@ def test_registry_takes_and_closes_what_it_cannot_keep(pg_url, uid):  # type: ig
 @pytest.mark.parametrize("ledger_apart", [False, True], ids=["merged", "ledger-apart"])
 def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
     pg_url, pg_conn, own_database, uid, ledger_apart
-):  # type: ignore[no-untyped-def]
+):
     """The hourly re-read of the server's clock (and, where the ledger sits in another database,
     the pause read) is an attempt's first statement on its kept ledger connection: when that
     connection died while idle, the attempt starts again on fresh connections instead of
@@ -228,7 +229,7 @@ def test_kept_connections_that_died_before_the_clock_reread_are_replaced(
     assert outcomes(config, job) == ["succeeded", "succeeded"]
 
 
-def _end_the_attempts_sessions_once(database_url: str, ended: list[int]):  # type: ignore[no-untyped-def]
+def _end_the_attempts_sessions_once(database_url: str, ended: list[int]):
     """A BEFORE_TRY_LOCK hook that ends every other session of the test's own database (only
     the attempt's), once: the try after it goes through."""
     from lockconsole.engine import faultpoints as fp
@@ -248,7 +249,7 @@ def _end_the_attempts_sessions_once(database_url: str, ended: list[int]):  # typ
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
 def test_a_fresh_session_ended_by_the_server_before_its_try_is_tried_again(
     own_database, uid, strategy
-):  # type: ignore[no-untyped-def]
+):
     """In a process that keeps its sessions (run_once, schedule), a fresh session the server
     ends between connecting and the try-lock (an operator's pg_terminate_backend, a failover)
     holds nothing: the attempt is made again, once, on a fresh connection instead of raising
@@ -274,7 +275,7 @@ def test_a_fresh_session_ended_by_the_server_before_its_try_is_tried_again(
         assert [r.outcome for r in ledger.runs(job)] == ["succeeded"]
 
 
-def test_a_one_shot_attempt_reports_a_session_the_server_ended(own_database, uid):  # type: ignore[no-untyped-def]
+def test_a_one_shot_attempt_reports_a_session_the_server_ended(own_database, uid):
     """Without kept sessions (`lockconsole run`), the same fault is the caller's to see: the
     database error is raised, nothing is recorded and no lock stays held."""
     from lockconsole.config.loader import parse_config

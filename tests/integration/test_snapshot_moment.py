@@ -17,12 +17,12 @@ from lockconsole.console.facade import Console
 HOLD = 1.5  # seconds the ledger table stays locked against the snapshot's reads
 
 
-def _server_now(url: str):  # type: ignore[no-untyped-def]
+def _server_now(url: str):
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute("SELECT clock_timestamp()").fetchone()[0]
 
 
-def test_taken_at_is_when_the_reads_began_not_when_they_ended(own_database, uid) -> None:  # type: ignore[no-untyped-def]
+def test_taken_at_is_when_the_reads_began_not_when_they_ended(own_database, uid) -> None:
     job = f"moment_{uid}"
     config = parse_config(
         f'[databases.main]\nurl = "{own_database}"\n[jobs.{job}]\nstrategy = "pg-session"\n'

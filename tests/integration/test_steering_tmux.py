@@ -38,7 +38,7 @@ def pauses(config: Path, job: str) -> dict[str, object]:
 
 def test_pause_resume_and_trigger_on_the_fleet_from_a_real_terminal(
     pg_url, uid, write_config, cli_env, tmp_path
-):  # type: ignore[no-untyped-def]
+):
     job = f"steer_{uid}"
     marks = tmp_path / "marks"
     (tmp_path / "mark.py").write_text(

@@ -13,6 +13,8 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +35,7 @@ NOT_STARTED = (fp.AFTER_ACQUIRE, fp.BEFORE_SPAWN, fp.AFTER_SPAWN)  # the lock he
 BEFORE_LOCK = (fp.CONNECTING, fp.BEFORE_TRY_LOCK)
 
 
-def _config(write_config, url: str, job: str, strategy: str, key: int | None) -> object:
+def _config(write_config, url: str, job: str, strategy: str, key: int | None) -> Path:
     key_line = f"key = {key}\n" if key is not None else ""
     return write_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\ndatabase = "main"\n'
@@ -43,7 +45,7 @@ def _config(write_config, url: str, job: str, strategy: str, key: int | None) ->
 
 
 @pytest.fixture(params=["pg", "mysql"])
-def target(request, uid):  # type: ignore[no-untyped-def]
+def target(request, uid):
     """(url, strategy, key, holder()): a PostgreSQL session lock or a MariaDB GET_LOCK."""
     job = f"stop_{uid}"
     if request.param == "pg":
@@ -95,7 +97,8 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
     elif step in NOT_STARTED:
         stopped = [r for r in runs if r.outcome == "failed"]
         assert len(stopped) == 1, runs
-        assert "SIGTERM" in stopped[0].message and "before the job started" in stopped[0].message
+        message = stopped[0].message or ""
+        assert "SIGTERM" in message and "before the job started" in message
         assert set(outcomes) <= {"failed", "skipped"}, runs
         assert not marks.exists(), "the job never started"
     elif step == fp.JOB_STARTED:
@@ -106,7 +109,7 @@ def test_sigterm_at_each_step(step, how, target, write_config, cli_env, tmp_path
         assert marks.read_text().count("finished") == outcomes.count("succeeded")
 
 
-def _job_args(how: str, config, job: str, script: str, *script_args: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _job_args(how: str, config, job: str, script: str, *script_args: str) -> list[str]:
     """The CLI arguments that run `python -c script *script_args` as the job, by `lockconsole
     run` (the command on its line) or by `lockconsole schedule` (the job's command in the
     config, for a scheduler that fires every second)."""
@@ -118,7 +121,7 @@ def _job_args(how: str, config, job: str, script: str, *script_args: str) -> lis
     return ["schedule", "--job", job]
 
 
-def _runs_if_any(config, job):  # type: ignore[no-untyped-def]
+def _runs_if_any(config, job):
     """The job's attempts; none at all if no ledger exists yet (a stop before the lock)."""
     try:
         return runs_of(config, job)
@@ -152,7 +155,7 @@ def test_kill9_of_the_runner_ends_its_job(how, pg_url, uid, write_config, cli_en
     assert left == [], f"job processes {left} outlived the runner by {STOPPED_BY_US} s"
 
 
-def _read_pids(path) -> list[int]:  # type: ignore[no-untyped-def]
+def _read_pids(path) -> list[int]:
     try:
         return [int(p) for p in path.read_text().split()]
     except (FileNotFoundError, ValueError):
@@ -201,7 +204,7 @@ class _Silent:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.accepted = threading.Event()
-        self.conns: list[object] = []
+        self.conns: list[Any] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -216,7 +219,7 @@ class _Silent:
     def close(self) -> None:
         self.sock.close()
         for conn in self.conns:
-            conn.close()  # type: ignore[attr-defined]
+            conn.close()
 
 
 @pytest.mark.parametrize("how", ["run", "schedule"])

@@ -35,7 +35,7 @@ def hooks() -> Iterator[list[str]]:
         fp.set_hook(name, None)
 
 
-def _config(url: str, job: str, key: int, command: list[str] | None = None):  # type: ignore[no-untyped-def]
+def _config(url: str, job: str, key: int, command: list[str] | None = None):
     cmd = "" if command is None else "command = [" + ", ".join(f'"{c}"' for c in command) + "]\n"
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
@@ -45,7 +45,7 @@ def _config(url: str, job: str, key: int, command: list[str] | None = None):  # 
     )
 
 
-def _runs(config, job):  # type: ignore[no-untyped-def]
+def _runs(config, job):
     with Ledger(config.ledger_for(config.job(job))) as ledger:
         return ledger.runs(job)
 

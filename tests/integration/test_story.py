@@ -34,7 +34,7 @@ def _cli(config: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def incident(own_database, tmp_path, cli_env):  # type: ignore[no-untyped-def]
+def incident(own_database, tmp_path, cli_env):
     """The night, played with real processes; yields (config path, env, samples)."""
     job = "nightly_billing"
     config = tmp_path / "lockconsole.toml"
@@ -57,7 +57,7 @@ def incident(own_database, tmp_path, cli_env):  # type: ignore[no-untyped-def]
     cfg = load_config(str(config))
     key = int(str(cfg.job(job).key))
     slot = SLOT.isoformat()
-    samples = []
+    samples: list[datetime | None] = []
     with Console(cfg, journal=True) as sampler:
         samples.append(sampler.snapshot(duplicates=False).taken_at)  # before the holder
         psql = subprocess.Popen(
@@ -97,7 +97,7 @@ def incident(own_database, tmp_path, cli_env):  # type: ignore[no-untyped-def]
     yield config, cli_env, samples
 
 
-def test_story_names_every_part_and_the_verdict(incident):  # type: ignore[no-untyped-def]
+def test_story_names_every_part_and_the_verdict(incident):
     config, env, _ = incident
     code, out, err = _cli(config, env, "story", "nightly_billing", SLOT.isoformat(), "--json")
     assert code == 0, (code, out, err)
@@ -128,7 +128,7 @@ def test_story_names_every_part_and_the_verdict(incident):  # type: ignore[no-un
     assert kinds.index("holder") < kinds.index("audit")  # seen, then released, in order
 
 
-def test_story_text_and_markdown_keep_data_literal(incident):  # type: ignore[no-untyped-def]
+def test_story_text_and_markdown_keep_data_literal(incident):
     config, env, _ = incident
     code, text, err = _cli(config, env, "story", "nightly_billing", SLOT.isoformat())
     assert code == 0, (code, text, err)
@@ -147,7 +147,7 @@ def test_story_text_and_markdown_keep_data_literal(incident):  # type: ignore[no
         assert row.count(" | ") + 2 == row.count("|") - row.count("\\|"), row
 
 
-def test_holders_at_a_moment_between_two_samples(incident):  # type: ignore[no-untyped-def]
+def test_holders_at_a_moment_between_two_samples(incident):
     config, env, samples = incident
     _, seen, gone = samples
     code, out, err = _cli(config, env, "holders", "--at", seen.isoformat(), "--json")

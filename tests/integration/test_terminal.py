@@ -45,7 +45,7 @@ def test_the_installed_console_in_a_real_terminal(
     write_config,
     cli_env: dict[str, str],
     read_only: bool,
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     job = f"tty_{uid}"
     config = write_config(f"""
         [databases.main]
@@ -56,7 +56,8 @@ def test_the_installed_console_in_a_real_terminal(
         """)
     with Ledger(Database("main", parse_url(pg_url))) as ledger:
         ledger.create_schema()  # so the check at the end can count this job's rows
-    env = {k: cli_env[k] for k in ("PATH", "HOME", "XDG_CONFIG_HOME") if k in cli_env}
+    keep = ("PATH", "HOME", "XDG_CONFIG_HOME")
+    env: dict[str, str] = {k: cli_env[k] for k in keep if k in cli_env}
     env |= {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
     flags = ["--read-only"] if read_only else []
     terminal.start([binary(), "--config", str(config), *flags], env)

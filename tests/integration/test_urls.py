@@ -157,7 +157,7 @@ def test_a_bad_conninfo_string_is_refused_without_echoing_it() -> None:
         parse_url("nosuchoption=1")
 
 
-def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, cli_env):  # type: ignore[no-untyped-def]
+def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, cli_env):
     """The whole run path (lock, ledger, outcome) over a conninfo string, and `locks` sees it."""
     import json
     import subprocess
@@ -189,7 +189,7 @@ def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, 
     assert [r["outcome"] for r in runs] == ["succeeded"]
 
 
-def test_a_bad_conninfo_in_the_config_is_one_line_and_exit_2(write_config, cli_env):  # type: ignore[no-untyped-def]
+def test_a_bad_conninfo_in_the_config_is_one_line_and_exit_2(write_config, cli_env):
     import subprocess
     import sys
 

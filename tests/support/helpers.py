@@ -227,7 +227,7 @@ class Terminal:
     def press(self, *keys: str) -> None:
         self._run("send-keys", "-t", "lc", *keys)
 
-    def wait_screen(self, check, what: str, timeout: float = DEADLINE) -> str:  # type: ignore[no-untyped-def]
+    def wait_screen(self, check, what: str, timeout: float = DEADLINE) -> str:
         seen = [""]
 
         def look() -> str | None:

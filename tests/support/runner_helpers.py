@@ -26,7 +26,7 @@ STRATEGY_IDS = [f"{s}-{d}" for s, d in STRATEGIES]
 
 
 @pytest.fixture(name="url_for")
-def url_for_fixture(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+def url_for_fixture(request: pytest.FixtureRequest, tmp_path: Path):
     """url_for(kind): the test PostgreSQL, MariaDB or Redis, or a SQLite file of the test's own.
     Import it into a test module to use it (the Redis kind also needs the redis fixtures)."""
 

@@ -23,7 +23,7 @@ STUBBORN = (
 )
 
 
-def pg_lock_holder(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-def]
+def pg_lock_holder(pg_conn, key: int) -> int | None:
     """The backend pid that holds advisory key `key` (int64) in `pg_conn`'s database, or None
     (pg_locks shows the whole server: the same key may be held in another database)."""
     row = pg_conn.execute(
@@ -35,7 +35,7 @@ def pg_lock_holder(pg_conn, key: int) -> int | None:  # type: ignore[no-untyped-
     return row[0] if row else None
 
 
-def mysql_lock_holder(mysql_conn, name: str) -> int | None:  # type: ignore[no-untyped-def]
+def mysql_lock_holder(mysql_conn, name: str) -> int | None:
     with mysql_conn.cursor() as cur:
         cur.execute("select IS_USED_LOCK(%s)", (name,))
         return cur.fetchone()[0]

@@ -91,7 +91,7 @@ def closing() -> Iterator[list[Any]]:
             pass
 
 
-def waiting_pids(admin: Any, key: int) -> list[int]:
+def waiting_pids(admin: Any, key: Any) -> list[int]:
     rows = admin.execute(
         "select pid from pg_locks where locktype = 'advisory' and not granted "
         "and ((classid::bigint << 32) | objid::bigint) = %s "
@@ -133,7 +133,7 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
                 pilot,
                 lambda: (
                     (h := shown_holder(app, job)) is not None
-                    and len([w for w in app.snapshot.holders if not w.granted]) >= 2  # type: ignore[union-attr]
+                    and len([w for w in app.snapshot.holders if not w.granted]) >= 2
                     and h
                 ),
                 what="the holder and its two waiters",

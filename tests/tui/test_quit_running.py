@@ -33,7 +33,7 @@ UNTIL_TOLD = (
 SIZE = (100, 30)
 
 
-def _config(pg_url: str, job: str, key: int, marks: str, arg: str, script: str = STEPS):  # type: ignore[no-untyped-def]
+def _config(pg_url: str, job: str, key: int, marks: str, arg: str, script: str = STEPS):
     steps = script.replace("\\", "\\\\").replace('"', '\\"')
     return parse_config(
         f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "pg"\n'
@@ -62,7 +62,7 @@ async def _trigger(app: LockConsoleApp, pilot: Any, job: str) -> None:
     await pilot.press("h")
 
 
-def _runs(config, job):  # type: ignore[no-untyped-def]
+def _runs(config, job):
     with Ledger(config.ledger_for(config.job(job))) as ledger:
         return ledger.runs(job)
 

@@ -46,7 +46,11 @@ strategy = "pg-session"
 
 def holder_pids(app: LockConsoleApp, job: str) -> set[int]:
     rows = app.query_one(HoldersView).model.rows
-    return {r.holder.pid for r in rows if r.holder and r.holder.job == job and r.holder.granted}
+    return {
+        r.holder.pid
+        for r in rows
+        if r.holder and r.holder.job == job and r.holder.granted and r.holder.pid is not None
+    }
 
 
 def rendered(app: LockConsoleApp, widget: str) -> str:
@@ -138,7 +142,9 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
             assert "pg" not in app.errors
             # later snapshots no longer wait for it: a new holder shows, and fresh snapshots
             # keep coming while the silent database's new connects hang
-            second.execute("select pg_advisory_lock(%s)", (config.job(job).key.value + 1,))
+            their_key = config.job(job).key.value
+            assert isinstance(their_key, int)
+            second.execute("select pg_advisory_lock(%s)", (their_key + 1,))
             pid2 = second.info.backend_pid
             await until(
                 pilot,
@@ -146,6 +152,7 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
                 DEADLINE,
                 "a new holder on the real database",
             )
+            assert app.snapshot is not None
             taken = {app.snapshot.taken_at}
 
             def fresh_snapshots() -> bool:

@@ -41,16 +41,16 @@ if _SHIFT:
         __slots__ = ()  # the real class's size: C extensions that check it at import stay quiet
 
         @classmethod
-        def now(cls, tz: _dt.tzinfo | None = None) -> _dt.datetime:  # type: ignore[override]
+        def now(cls, tz: _dt.tzinfo | None = None) -> _dt.datetime:  # type: ignore[override]  # plain, as arithmetic gives
             return _base.now(tz) + _delta
 
         @classmethod
-        def utcnow(cls) -> _dt.datetime:  # type: ignore[override]
+        def utcnow(cls) -> _dt.datetime:  # type: ignore[override]  # plain, as arithmetic gives
             return _base.utcnow() + _delta
 
         @classmethod
-        def today(cls) -> _dt.datetime:  # type: ignore[override]
+        def today(cls) -> _dt.datetime:  # type: ignore[override]  # plain, as arithmetic gives
             return _base.today() + _delta
 
-    _time.time, _time.time_ns = _time_shifted, _time_ns_shifted  # type: ignore[assignment]
-    _dt.datetime = _ShiftedDatetime  # type: ignore[misc]
+    _time.time, _time.time_ns = _time_shifted, _time_ns_shifted
+    _dt.datetime = _ShiftedDatetime  # type: ignore[misc]  # the shim's point: replace the class

@@ -99,7 +99,7 @@ def test_redact_masks_every_rendering_of_a_password() -> None:
     assert shown("pw KeyPhrase9\x1b") == "pw ***\\x1b"
 
 
-def test_cli_streams_and_logs_mask_passwords(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_streams_and_logs_mask_passwords(capsys) -> None:
     parse_url("mysql://root:Sw0rdf1sh@h/d")
     with masked_stdio():
         print("error: mysql://root:Sw0rdf1sh@h/d said Sw0rdf1sh")

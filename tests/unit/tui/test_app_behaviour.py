@@ -80,7 +80,7 @@ def test_the_console_bindings_are_the_ids_the_config_checks() -> None:
 
 async def offered(app: LockConsoleApp) -> list[str]:
     """The palette's actions, as if opened over the screen on top now."""
-    return [hit.text async for hit in ActionsProvider(app.screen).discover()]
+    return [hit.text or "" async for hit in ActionsProvider(app.screen).discover()]
 
 
 @sync
@@ -111,7 +111,7 @@ class SlowConsole(SampleConsole):
         self.calls = 0
         self.gate = threading.Event()
 
-    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
+    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         self.calls += 1
         # held until the test opens the gate (it always does, in a finally); the bound only
         # keeps a broken test from leaving a thread behind for ever
@@ -131,8 +131,8 @@ async def test_a_slow_database_blocks_neither_the_first_frame_nor_keys_nor_stack
             await until(pilot, lambda: "refreshing" in str(status.render()), what="the notice")
             assert app.snapshot is None
             assert console.calls == 1
-            status = str(app.query_one("#status", Static).render())
-            assert "loading" in status and "refreshing" in status, status
+            shown = str(app.query_one("#status", Static).render())
+            assert "loading" in shown and "refreshing" in shown, shown
             await pilot.press("p")
             assert app.paused and "PAUSED" in str(app.query_one("#status", Static).render())
             console.gate.set()
@@ -147,7 +147,7 @@ class FlakyConsole(SampleConsole):
         super().__init__()
         self.fail = False
 
-    def snapshot(self, *, duplicates: bool = False) -> Snapshot:
+    def snapshot(self, *, duplicates: bool | None = None) -> Snapshot:
         if self.fail:
             raise RuntimeError("connection refused")
         return super().snapshot()
@@ -229,7 +229,8 @@ async def test_holders_view_at_10k_rows_paints_only_what_shows_and_keeps_the_cur
         app.refresh_now()
         await settle(app, pilot)
         assert view.model.total == 10_000
-        assert holder_key(view.selected_holder) == holder_key(chosen)
+        selected = view.selected_holder
+        assert selected is not None and holder_key(selected) == holder_key(chosen)
         assert view.painted <= 3 * view.size.height  # visible lines only, not 10,000 rows
         await pilot.press("g")
         assert view.model.group_by == "session" and view.selected_holder == chosen
@@ -256,9 +257,9 @@ async def test_a_refresh_that_changes_nothing_on_screen_repaints_no_holder_line(
         first = view.model.rows[0]
         top = next(i for i, r in enumerate(view.model.rows) if r.holder is not None)
         changed = list(holders)
-        changed[holders.index(view.model.rows[top].holder)] = replace(
-            view.model.rows[top].holder, application_name="changed-app"
-        )
+        shown = view.model.rows[top].holder
+        assert shown is not None
+        changed[holders.index(shown)] = replace(shown, application_name="changed-app")
         console.set_snapshot(replace(console.snapshot(), holders=tuple(changed)))
         app.refresh_now()  # one visible holder changed: the view repaints
         await settle(app, pilot)
@@ -285,7 +286,7 @@ async def test_ages_come_from_the_injected_clock() -> None:
 def screen_segments(app: LockConsoleApp) -> list[tuple[str, Any]]:
     """Every (text, style) the terminal is sent for the whole screen, filters applied."""
     update = app.screen._compositor.render_update(full=True)
-    lines = update.strips  # type: ignore[attr-defined]
+    lines = update.strips
     return [(seg.text, seg.style) for line in lines for seg in Strip.join(line)]
 
 

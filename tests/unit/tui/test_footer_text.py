@@ -14,7 +14,7 @@ def app_for(console: SampleConsole, read_only: bool = False) -> LockConsoleApp:
     return LockConsoleApp(console, clock=lambda: FROZEN_NOW, refresh=3600, read_only=read_only)
 
 
-def bottom_line(app) -> str:  # type: ignore[no-untyped-def]
+def bottom_line(app) -> str:
     """The text of the screen's last rendered row: what the footer shows."""
     strips = app.screen._compositor.render_strips()
     return strips[-1].text

@@ -200,8 +200,8 @@ async def test_no_color_text_keeps_its_contrast(monkeypatch: Any, no_color: bool
         app.query_one(HoldersView).focus()
         await pilot.pause()
         update = app.screen._compositor.render_update(full=True)
-        seen = set()
-        for line in update.strips:  # type: ignore[attr-defined]
+        seen: set[Any] = set()
+        for line in update.strips:
             for segment in Strip.join(line):
                 style, text = segment.style, segment.text.strip()
                 if not (style and style.color and style.bgcolor and text):

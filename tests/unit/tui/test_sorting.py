@@ -36,7 +36,7 @@ def _holder(pid: int, minutes: int, *, granted: bool = True, stale: str | None =
     since = FROZEN_NOW - timedelta(minutes=minutes)
     return Holder(
         database="billing",
-        kind="pg-session",
+        kind="advisory",
         key="4242",
         key_kind="int64",
         granted=granted,

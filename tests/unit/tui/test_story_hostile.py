@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable
 
 from lockconsole.model.story import events, verdict
 from lockconsole.model.views import Alert, AuditEntry, DuplicateGroup, JournalEntry, SlotStory
@@ -110,12 +111,12 @@ async def test_the_story_and_the_past_keep_hostile_data_literal(size: tuple[int,
         out = assert_inert(app, "story")
         assert "\\x1b" in out, "the escapes are shown, visibly"
         assert "[bold]" in out or "[/]" in out, "markup is shown as text, not applied"
-        table = screen.query_one("#story-events")
+        table = screen.query_one("#story-events", DataTable)
         for row in range(0, table.row_count, 7):  # every kind of line, each shown in full below
-            table.move_cursor(row=row)  # type: ignore[attr-defined]
+            table.move_cursor(row=row)
             await pilot.pause()
             assert_inert(app, f"story line {row}")
-        table.move_cursor(row=table.get_row_index("run:901:end"))  # type: ignore[attr-defined]
+        table.move_cursor(row=table.get_row_index("run:901:end"))
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RunDetailScreen), what="run detail")
         await settle(app, pilot)

@@ -86,9 +86,9 @@ def select_history_run(app: LockConsoleApp, run_id: int) -> None:
     snap = app.snapshot
     assert snap is not None
     run = next(r for r in snap.runs if r.id == run_id)
-    table = app.query_one("#history")
+    table = app.query_one("#history", DataTable)
     table.focus()
-    table.move_cursor(row=table.get_row_index(run_key(run)))  # type: ignore[attr-defined]
+    table.move_cursor(row=table.get_row_index(run_key(run)))
 
 
 def move_to_line(app: LockConsoleApp, key: str) -> None:
