@@ -16,6 +16,7 @@ from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
 
 from tests.support.barrier import Barrier
+from tests.support.config import job_toml, write_toml
 from tests.support.helpers import (
     wait_for as wait_for,  # re-exported: fault tests import it from here
 )
@@ -25,21 +26,9 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "billing_worker.py"
 
 
-def job_config(path: Path, url: str, job: str, strategy: str, **extra: object) -> Path:
-    """A one-job lockconsole.toml; extra keys go into the job's table as TOML values."""
-    lines = [
-        "[databases.main]",
-        f"url = {json.dumps(url)}",
-        f"[jobs.{job}]",
-        'database = "main"',
-        f'strategy = "{strategy}"',
-        'schedule = "* * * * *"',
-    ]
-    for k, v in extra.items():
-        value = json.dumps(v) if isinstance(v, str) else str(v).lower()
-        lines.append(f"{k} = {value}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+def job_config(path: Path, url: str, job: str, strategy: str, **extra: Any) -> Path:
+    """A one-job lockconsole.toml firing every minute; extra keys go into the job's table."""
+    return write_toml(path, job_toml(url, job, strategy=strategy, schedule="* * * * *", **extra))
 
 
 def worker_env() -> dict[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import json
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,17 +23,9 @@ from lockconsole.config.urls import parse_url
 from lockconsole.console.facade import Console
 from lockconsole.model.jobs import Database
 
+from tests.support.cli import run_cli
+
 ACTOR = f"{getpass.getuser()}@{socket.gethostname()}"
-
-
-def cli(config: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 @pytest.fixture
@@ -92,9 +83,9 @@ def test_an_older_ledger_gains_the_actor_column_and_a_manual_run_names_who_asked
         schedule = "0 2 * * *"
         """
     )
-    scheduled = cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
+    scheduled = run_cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
     assert scheduled.returncode in (0, 3), scheduled.stderr  # ran, or the slot had run
-    manual = cli(config, "run", "--manual", "--json", job, "--", "true", env=cli_env)
+    manual = run_cli(config, "run", "--manual", "--json", job, "--", "true", env=cli_env)
     assert manual.returncode == 0, manual.stderr
     assert json.loads(manual.stdout)["actor"] == ACTOR
     with Ledger(ledger_db) as ledger:
@@ -103,7 +94,7 @@ def test_an_older_ledger_gains_the_actor_column_and_a_manual_run_names_who_asked
     assert by_trigger["manual"].actor == ACTOR and by_trigger["manual"].outcome == "succeeded"
     assert by_trigger["scheduled"].actor is None  # nobody asked: the schedule did
 
-    listed = cli(config, "audit", "--json", "--job", job, "--since", "1h", env=cli_env)
+    listed = run_cli(config, "audit", "--json", "--job", job, "--since", "1h", env=cli_env)
     assert listed.returncode == 0, listed.stderr
     [entry] = json.loads(listed.stdout)["entries"]
     assert (entry["action"], entry["job"], entry["result"]) == ("trigger", job, "succeeded")
@@ -111,7 +102,7 @@ def test_an_older_ledger_gains_the_actor_column_and_a_manual_run_names_who_asked
     assert entry["database"] == "ledger"
     assert entry["message"].startswith(f"run {by_trigger['manual'].id}")
     # its job's rows: the shared database holds other tests' newer entries (other workers)
-    table = cli(config, "audit", "--job", job, env=cli_env)
+    table = run_cli(config, "audit", "--job", job, env=cli_env)
     assert table.returncode == 0 and "trigger" in table.stdout and job in table.stdout
 
 
@@ -122,7 +113,7 @@ def test_audit_refuses_bad_input_in_one_line(
         f'[databases.main]\nurl = "{pg_url}"\n[jobs.j_{uid}]\nstrategy = "pg-session"\n'
     )
     for args in (["--since", "soon"], ["--job", "nobody"], ["--limit", "0"]):
-        done = cli(config, "audit", *args, env=cli_env)
+        done = run_cli(config, "audit", *args, env=cli_env)
         assert done.returncode == 2, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
@@ -138,7 +129,7 @@ def test_a_trigger_whose_audit_row_cannot_be_written_runs_nothing(
         f'[databases.main]\nurl = "{fresh_pg}"\n[jobs.{job}]\nstrategy = "pg-session"\n'
         f'command = ["{sys.executable}", "-c", "open({str(marker)!r}, \\"w\\")"]\n'
     )
-    done = cli(config, "run", "--manual", job, env=cli_env)
+    done = run_cli(config, "run", "--manual", job, env=cli_env)
     assert done.returncode == 5, done.stderr  # a database error: nothing was done
     assert "audit log" in done.stderr and "nothing was done" in done.stderr
     assert not marker.exists()
@@ -208,7 +199,7 @@ def test_an_account_that_may_not_add_the_column_is_told_the_one_statement_its_ow
             strategy = "pg-session"
             """
         )
-        done = cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
+        done = run_cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
         assert done.returncode == 2, (done.stdout, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
@@ -222,7 +213,7 @@ def test_an_account_that_may_not_add_the_column_is_told_the_one_statement_its_ow
             assert rows == (0,) and held.fetchone() == (0,)
             # the owner adds it once, as told: the same account's run then records
             admin.execute(lines[0].split("its owner must run once: ", 1)[1].split(" (the ")[0])
-        again = cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
+        again = run_cli(config, "run", job, "--", sys.executable, "-c", "pass", env=cli_env)
         assert again.returncode == 0, again.stderr
     finally:
         with psycopg.connect(fresh_pg, autocommit=True) as admin:

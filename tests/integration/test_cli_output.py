@@ -25,6 +25,7 @@ from lockconsole.cli.output import LISTINGS
 from lockconsole.model.errors import UsageError
 from lockconsole.model.keys import name_to_int64
 
+from tests.support.cli import CliResult, run_cli
 from tests.support.helpers import mysql_connect
 from tests.support.hostile import corpus, no_nul, raw_controls
 from tests.support.settings import ROOT
@@ -48,12 +49,8 @@ class World:
     hostile: list[str]  # the strings placed in run instances and messages
     dialect: str
 
-    def cli(self, *words: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "lockconsole", "--config", str(self.config), *words],
-            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-            env=dict(self.env, COLUMNS=str(columns)),
-        )  # fmt: skip
+    def cli(self, *words: str, columns: int = 200) -> CliResult:
+        return run_cli(self.config, *words, env=dict(self.env, COLUMNS=str(columns)))
 
     def listings(self) -> dict[str, tuple[str, ...]]:
         """Each listing command with the arguments that make it list this world's rows."""
@@ -174,7 +171,7 @@ def world(
 
 def _all(
     world: World, calls: list[tuple[tuple[str, ...], int]]
-) -> list[subprocess.CompletedProcess[str]]:
+) -> list[CliResult]:
     """The CLI calls, three at a time (each is its own process)."""
     with ThreadPoolExecutor(3) as pool:
         return list(pool.map(lambda c: world.cli(*c[0], columns=c[1]), calls))

@@ -13,15 +13,8 @@ import psycopg
 from lockconsole.config.urls import parse_url
 from lockconsole.model.keys import name_to_int64
 
+from tests.support.cli import run_cli
 from tests.support.helpers import unavailable, wait_for
-from tests.support.runner_helpers import lockconsole
-
-
-def run_cli(config: Path, *args: str, env: dict[str, str], timeout: float = 60) -> tuple:
-    proc = lockconsole(config, *args, env=env)
-    code = proc.wait(timeout=timeout)
-    out, err = proc.communicate()
-    return code, out, err
 
 
 def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,18 +19,16 @@ import pytest
 
 from lockconsole.backends.ledger import clock
 
+from tests.support.cli import CliResult, run_cli
 from tests.support.settings import CLOCKSHIM
 
 
-def lockconsole(config: Path, env: dict[str, str], *words: str, shift: float = 0.0):
+def lockconsole(config: Path, env: dict[str, str], *words: str, shift: float = 0.0) -> CliResult:
     """`lockconsole WORDS` with the process's clock `shift` seconds off (0: the real clock)."""
     if shift:
         env = dict(env, PYTHONPATH=f"{CLOCKSHIM}:{env['PYTHONPATH']}")
         env["LOCKCONSOLE_TEST_CLOCK_SHIFT"] = str(shift)
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    return run_cli(config, *words, env=env)
 
 
 @pytest.fixture

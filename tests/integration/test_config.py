@@ -21,6 +21,7 @@ from lockconsole.model import keys
 from lockconsole.model.errors import ConfigError
 from lockconsole.model.jobs import LockKey
 
+from tests.support.cli import CliResult, run_cli
 from tests.support.helpers import unavailable
 from tests.support.settings import DATA, PYTHON
 
@@ -29,20 +30,7 @@ BAD_FILES = sorted(BAD_DIR.glob("*.toml"))
 CORPUS_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def lockconsole(
-    env: dict[str, str], *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "lockconsole", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+def assert_one_line_error(result: CliResult | subprocess.CompletedProcess[str]) -> str:
     """Exit 2, stdout empty, stderr exactly one non-empty line, no traceback anywhere."""
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     assert result.returncode == 2, (result.returncode, result.stderr)
@@ -134,12 +122,12 @@ def test_ledger_commit_async_where_it_applies(tmp_path: Path, cli_env: dict[str,
     assert same.job("j").ledger_commit == "async"
     path = tmp_path / "lockconsole.toml"
     path.write_text(text, encoding="utf-8")
-    result = lockconsole(cli_env, "--config", str(path), "config", "--json")
+    result = run_cli(None, "--config", str(path), "config", "--json", env=cli_env)
     assert result.returncode == 0, result.stderr
     jobs = json.loads(result.stdout)["jobs"]
     assert jobs["pg_xact"]["ledger_commit"] == "async"
     assert jobs["plain"]["ledger_commit"] == "durable"
-    text_view = lockconsole(cli_env, "--config", str(path), "config").stdout
+    text_view = run_cli(None, "--config", str(path), "config", env=cli_env).stdout
     assert "job lease: lease" in text_view and "ledger_commit=async" in text_view
 
 
@@ -297,13 +285,13 @@ def test_env_interpolation_and_password_masking(write_config, cli_env: dict[str,
     )
     cli_env["BILLING_PW"] = quoted
     for args in (["config", "--json"], ["config"]):
-        result = lockconsole(cli_env, "--config", str(path), *args)
+        result = run_cli(None, "--config", str(path), *args, env=cli_env)
         assert result.returncode == 0, result.stderr
         for out in (result.stdout, result.stderr):
             assert secret not in out and quoted not in out
             assert "s3cr3t" not in out
         assert "***" in result.stdout
-    data = json.loads(lockconsole(cli_env, "--config", str(path), "config", "--json").stdout)
+    data = json.loads(run_cli(None, "--config", str(path), "config", "--json", env=cli_env).stdout)
     assert data["schema"] == 1  # every --json document names its version
     assert data["databases"]["main"].startswith("postgresql://billing:***@db.internal/billing")
     assert data["jobs"]["j"]["key"] == str(keys.name_to_int64("j"))
@@ -326,7 +314,7 @@ def test_search_order(tmp_path: Path, cli_env: dict[str, str]) -> None:
     xdg = _job_config(Path(cli_env["XDG_CONFIG_HOME"]) / "lockconsole" / "config.toml", "from_xdg")
 
     def resolved(*args: str, **env: str) -> str:
-        result = lockconsole({**cli_env, **env}, *args, "config", "--json", cwd=work)
+        result = run_cli(None, *args, "config", "--json", env={**cli_env, **env}, cwd=work)
         assert result.returncode == 0, result.stderr
         return next(iter(json.loads(result.stdout)["jobs"]))
 
@@ -336,7 +324,7 @@ def test_search_order(tmp_path: Path, cli_env: dict[str, str]) -> None:
     local.unlink()
     assert resolved() == "from_xdg"
     xdg.unlink()
-    error = assert_one_line_error(lockconsole(cli_env, "config", cwd=work))
+    error = assert_one_line_error(run_cli(None, "config", env=cli_env, cwd=work))
     assert "no configuration found" in error
     assert error.endswith("; `lockconsole init` writes a starter file"), error
 
@@ -382,7 +370,7 @@ def _bad_cli_cases(tmp_path: Path) -> dict[str, tuple[list[str], dict[str, str],
 
 def test_bad_command_lines(tmp_path: Path, cli_env: dict[str, str]) -> None:
     for name, (args, env, expect) in _bad_cli_cases(tmp_path).items():
-        result = lockconsole({**cli_env, **env}, *args, cwd=tmp_path)
+        result = run_cli(None, *args, env={**cli_env, **env}, cwd=tmp_path)
         error = assert_one_line_error(result)
         assert expect in error, (name, error)
         assert not error.startswith("lockconsole: lockconsole"), (name, error)
@@ -488,7 +476,7 @@ def test_bad_configs_change_nothing(
                 else:
                     commands.append(["--config", str(copy), "config"])
             with ThreadPoolExecutor(max_workers=8) as pool:
-                results = list(pool.map(lambda args: lockconsole(cli_env, *args), commands))
+                results = list(pool.map(lambda args: run_cli(None, *args, env=cli_env), commands))
             for args, result in zip(commands, results, strict=True):
                 error = assert_one_line_error(result)
                 path = Path(args[1])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,22 +21,12 @@ from lockconsole.backends.sa import engine_for
 from lockconsole.config.loader import load_config
 from lockconsole.model.slots import utcnow
 
+from tests.support.cli import run_cli
 from tests.support.helpers import wait_for
 from tests.support.runner_helpers import lockconsole, runs_of
 
 STRATEGY = {"postgresql": "pg-session", "mysql": "mysql", "sqlite": "lease"}
 MARK = "import sys\nwith open(sys.argv[1], 'a') as f:\n    f.write('ran\\n')\n"
-
-
-def cli(config: Path, *words: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def fleet_config(write_config, url: str, job: str, marks: Path, schedule: str) -> Path:
@@ -87,7 +76,7 @@ def test_a_pause_is_seen_by_three_schedulers_within_one_attempt(
             lambda: any(r.outcome == "succeeded" for r in runs_of(config, job)),
             what="a first run before the pause",
         )
-        done = cli(config, "pause", job, "--note", "incident 42: invoices doubled", env=cli_env)
+        done = run_cli(config, "pause", job, "--note", "incident 42: invoices doubled", env=cli_env)
         assert done.returncode == 0, done.stderr
         assert "incident 42" in done.stdout
         paused_after = utcnow()  # the pause is committed: every attempt begun now must see it
@@ -104,7 +93,7 @@ def test_a_pause_is_seen_by_three_schedulers_within_one_attempt(
             assert "incident 42: invoices doubled" in run.message
             assert "paused by " in run.message
 
-        done = cli(config, "resume", job, env=cli_env)
+        done = run_cli(config, "resume", job, env=cli_env)
         assert done.returncode == 0, done.stderr
         resumed_after = utcnow()
         wait_for(
@@ -137,17 +126,17 @@ def test_a_paused_slot_is_paused_not_missed_and_runs_after_resume(
     marks = tmp_path / "marks"
     config = fleet_config(write_config, dialect_url, job, marks, "0 2 * * *")
     slot = _last_two_am(datetime.now(UTC)).isoformat()
-    assert cli(config, "pause", job, "--note", "hold billing", env=cli_env).returncode == 0
+    assert run_cli(config, "pause", job, "--note", "hold billing", env=cli_env).returncode == 0
     for instance in ("web-1", "web-2"):
-        done = cli(config, "run", job, "--slot", slot, "--instance", instance, env=cli_env)
+        done = run_cli(config, "run", job, "--slot", slot, "--instance", instance, env=cli_env)
         assert done.returncode == 3, done.stderr  # paused: like a skip, nothing ran
     assert not marks.exists()
-    check = cli(config, "check", "--json", "--no-duplicates", env=cli_env)
+    check = run_cli(config, "check", "--json", "--no-duplicates", env=cli_env)
     alerts = json.loads(check.stdout)["alerts"]
     assert [a for a in alerts if a["job"] == job] == [], alerts
 
-    assert cli(config, "resume", job, env=cli_env).returncode == 0
-    done = cli(config, "run", job, "--slot", slot, "--instance", "web-3", env=cli_env)
+    assert run_cli(config, "resume", job, env=cli_env).returncode == 0
+    done = run_cli(config, "run", job, "--slot", slot, "--instance", "web-3", env=cli_env)
     assert done.returncode == 0, done.stderr
     assert marks.read_text() == "ran\n"
     outcomes = sorted((r.instance, r.outcome) for r in runs_of(config, job))
@@ -166,12 +155,12 @@ def test_pause_refuses_bad_input_with_one_line(pg_url, uid, write_config, cli_en
         ["pause", job, "--note", "   "],
         ["resume", f"nope_{uid}"],
     ):
-        done = cli(config, *words, env=cli_env)
+        done = run_cli(config, *words, env=cli_env)
         assert done.returncode == 2, (words, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, (words, done.stderr)
         assert "Traceback" not in done.stderr
     assert runs_of(config, job) == []
-    assert cli(config, "resume", job, env=cli_env).returncode == 0  # not paused: nothing to end
+    assert run_cli(config, "resume", job, env=cli_env).returncode == 0  # not paused: nothing to end
 
 
 def test_firings_nobody_attempted_while_paused_are_paused_not_missed() -> None:
@@ -202,7 +191,7 @@ def test_a_pause_with_until_ends_by_itself(
 ):
     job = f"until_{uid}"
     config = fleet_config(write_config, dialect_url, job, tmp_path / "marks", "0 2 * * *")
-    done = cli(
+    done = run_cli(
         config, "pause", job, "--note", "deploy window", "--until", "3s", "--json", env=cli_env
     )
     assert done.returncode == 0, done.stderr
@@ -219,7 +208,7 @@ def test_a_pause_with_until_ends_by_itself(
     assert runs[-1].outcome == "succeeded" and runs[-1].started_at >= until
     for run in runs:  # paused exactly while the pause was in force, by each attempt's start
         assert (run.outcome == "paused") == (run.started_at < until), (run.started_at, until)
-    assert cli(config, "resume", job, env=cli_env).returncode == 0  # nothing left to end
+    assert run_cli(config, "resume", job, env=cli_env).returncode == 0  # nothing left to end
     actions = [(a, r) for a, _, r in audit_rows(config, job)]
     assert actions == [("pause", "paused"), ("resume", "not_paused")]
 

@@ -10,13 +10,13 @@ said without a traceback.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import CliResult, run_cli
 
 COMMANDS = {
     "locks": ["locks"],
@@ -76,16 +76,11 @@ SCHEMES = {"postgresql": "postgresql://postgres@127.0.0.1:{port}/test",
            "mysql": "mysql://root@127.0.0.1:{port}/test"}  # fmt: skip
 
 
-def _lockconsole(
-    config: Path, words: list[str], env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=90, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+def _lockconsole(config: Path, words: list[str], env: dict[str, str]) -> CliResult:
+    return run_cli(config, *words, env=env, timeout=90)
 
 
-def _said_plainly(out: subprocess.CompletedProcess[str], command: str) -> None:
+def _said_plainly(out: CliResult, command: str) -> None:
     assert "Traceback" not in out.stderr + out.stdout, out.stderr
     # check lists a database it could not read as a row of its own (database_error)
     said = out.stderr + (out.stdout if command == "check" else "")

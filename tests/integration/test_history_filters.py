@@ -4,18 +4,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 
-
-def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+from tests.support.cli import run_cli
 
 
 def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:
@@ -30,13 +22,13 @@ def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:
         ("billing", "web-2", "2026-11-02T02:00:00Z"),
         ("reports", "web-1", "2026-11-02T02:00:00Z"),  # fails
     ):
-        done = lockconsole(
-            config, dict(cli_env, LOCKCONSOLE_INSTANCE=instance), "run", job, "--slot", slot
+        done = run_cli(
+            config, "run", job, "--slot", slot, env=dict(cli_env, LOCKCONSOLE_INSTANCE=instance)
         )
         assert done.returncode in (0, 1, 3), done.stderr
 
     def ids(*words: str) -> list[str]:
-        done = lockconsole(config, cli_env, "history", "--json", *words)
+        done = run_cli(config, "history", "--json", *words, env=cli_env)
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         assert doc["schema"] == 1 and all(r["ledger"] == "main" for r in doc["runs"])
@@ -55,7 +47,7 @@ def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:
         )
     assert ids("--since", "12h") == ["main:4", "main:3", "main:2"]
     assert ids("--until", "12h") == ["main:1"]
-    table = lockconsole(config, dict(cli_env, COLUMNS="200"), "history").stdout
+    table = run_cli(config, "history", env=dict(cli_env, COLUMNS="200")).stdout
     assert "main:4" in table and "main:1" in table
     for bad in (
         ["--since", "yesterday"],
@@ -63,7 +55,7 @@ def test_history_filters_and_ids(own_database, write_config, cli_env) -> None:
         ["--outcome", "won"],
         ["--job", "nope"],
     ):
-        done = lockconsole(config, cli_env, "history", *bad)
+        done = run_cli(config, "history", *bad, env=cli_env)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, (
             bad,

@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import CliResult, run_cli
 from tests.support.hostile import World, hostile_world, raw_controls
 from tests.support.settings import ROOT
 
@@ -33,17 +32,10 @@ def worlds(pg_url: str, mysql_url: str, tmp_path_factory: Any) -> Iterator[tuple
         yield bad, plain
 
 
-def cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(world: World, *args: str) -> CliResult:
     env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(ROOT))
     env.pop("LOCKCONSOLE_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(world.config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(world.config, *args, env=env)
 
 
 def views(world: World, tmp: Path) -> list[tuple[str, ...]]:

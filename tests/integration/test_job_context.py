@@ -19,6 +19,7 @@ from lockconsole import run_once
 from lockconsole.config.loader import parse_config
 from lockconsole.model.context import ENVIRONMENT
 
+from tests.support.cli import run_cli
 from tests.support.helpers import unavailable
 from tests.support.settings import ROOT
 
@@ -35,10 +36,7 @@ def strategy_of(url: str) -> str:
 
 
 def run_json(config: Path, *words: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", *words, "--json"],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = run_cli(config, "run", *words, "--json", env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -14,6 +14,8 @@ import pytest
 
 from lockconsole.model.keys import name_to_int64
 
+from tests.support.cli import run_cli
+
 
 def lockconsole(config: Path, env: dict[str, str], *words: str, wait: bool = True):
     argv = [sys.executable, "-m", "lockconsole", "--config", str(config), *words]
@@ -21,9 +23,7 @@ def lockconsole(config: Path, env: dict[str, str], *words: str, wait: bool = Tru
         return subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
-    return subprocess.run(
-        argv, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL
-    )
+    return run_cli(config, *words, env=env)
 
 
 @pytest.mark.parametrize("kind", ["postgresql", pytest.param("mysql", marks=pytest.mark.mysql)])

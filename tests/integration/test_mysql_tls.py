@@ -12,7 +12,6 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.helpers import unavailable
 
 pytestmark = pytest.mark.mysql
@@ -94,13 +94,6 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         server.wait(timeout=60)
 
 
-def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def config_for(write_config, url: str) -> Path:
     return write_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.billing]\nstrategy = "mysql"\ncommand = ["true"]\n'
@@ -112,34 +105,34 @@ def test_tls_parameters_are_passed_to_the_driver(tls_server, write_config, cli_e
     base = f"mysql://root@127.0.0.1:{port}/app"
     good = f"{base}?ssl_mode=VERIFY_IDENTITY&ssl_ca={folder / 'ca.pem'}"
     config = config_for(write_config, good)
-    ran = lockconsole(config, cli_env, "run", "billing", "--manual", "--json")
+    ran = run_cli(config, "run", "billing", "--manual", "--json", env=cli_env)
     assert ran.returncode == 0, ran.stderr
     for view in (
         ["history", "--json"],
         ["locks", "--json"],
         ["check", "--json", "--no-duplicates"],
     ):
-        seen = lockconsole(config, cli_env, *view)  # the SQLAlchemy paths carry TLS too
+        seen = run_cli(config, *view, env=cli_env)  # the SQLAlchemy paths carry TLS too
         assert seen.returncode == 0, (view, seen.stdout, seen.stderr)
-    assert json.loads(lockconsole(config, cli_env, "history", "--json").stdout)["runs"]
-    required = lockconsole(
-        config_for(write_config, f"{base}?ssl_mode=REQUIRED"), cli_env, "run", "billing"
+    assert json.loads(run_cli(config, "history", "--json", env=cli_env).stdout)["runs"]
+    required = run_cli(
+        config_for(write_config, f"{base}?ssl_mode=REQUIRED"), "run", "billing", env=cli_env
     )
     assert required.returncode == 0, required.stderr
     # what would pass if the parameters were dropped: each must fail
     wrong_ca = f"{base}?ssl_mode=VERIFY_CA&ssl_ca={folder / 'other-ca.pem'}"
-    refused = lockconsole(config_for(write_config, wrong_ca), cli_env, "run", "billing", "--manual")
+    refused = run_cli(config_for(write_config, wrong_ca), "run", "billing", "--manual", env=cli_env)
     assert refused.returncode == 5 and "certificate" in refused.stderr.lower(), refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
-    disabled = lockconsole(
-        config_for(write_config, f"{base}?ssl_mode=DISABLED"), cli_env, "run", "billing"
+    disabled = run_cli(
+        config_for(write_config, f"{base}?ssl_mode=DISABLED"), "run", "billing", env=cli_env
     )
     assert disabled.returncode == 5, disabled.stderr  # the server requires TLS
 
 
 def test_required_fails_on_a_server_without_tls(mysql_url, write_config, cli_env) -> None:
     config = config_for(write_config, f"{mysql_url}?ssl_mode=REQUIRED")
-    done = lockconsole(config, cli_env, "run", "billing", "--manual")
+    done = run_cli(config, "run", "billing", "--manual", env=cli_env)
     assert done.returncode == 5 and "ssl" in done.stderr.lower(), done.stderr
 
 
@@ -149,7 +142,7 @@ def test_an_option_file_is_read(tls_server, write_config, cli_env, tmp_path) -> 
         options = tmp_path / f"{ca}.cnf"
         options.write_text(f"[client]\nssl-ca = {folder / ca}\n", encoding="utf-8")
         url = f"mysql://root@127.0.0.1:{port}/app?read_default_file={options}"
-        done = lockconsole(config_for(write_config, url), cli_env, "run", "billing", "--manual")
+        done = run_cli(config_for(write_config, url), "run", "billing", "--manual", env=cli_env)
         assert done.returncode == expected, (ca, done.stderr)
 
 
@@ -164,6 +157,6 @@ def test_an_option_file_is_read(tls_server, write_config, cli_env, tmp_path) -> 
 )
 def test_a_parameter_not_passed_on_is_refused(query, said, write_config, cli_env) -> None:
     config = config_for(write_config, f"mysql://root@127.0.0.1:3306/test?{query}")
-    done = lockconsole(config, cli_env, "run", "billing", "--manual")
+    done = run_cli(config, "run", "billing", "--manual", env=cli_env)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr

@@ -5,9 +5,6 @@ line and exit code 2."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -15,6 +12,7 @@ import pytest
 
 from lockconsole.model.keys import name_to_int64
 
+from tests.support.cli import run_cli
 from tests.support.helpers import mysql_connect
 
 pytestmark = pytest.mark.mysql
@@ -41,17 +39,6 @@ VIEWING = [
     "dupes {job}",
     "tui",
 ]
-
-
-def cli(config: Path, words: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 # Only this test's rows and sessions are compared (other tests share the databases' tables).
@@ -130,7 +117,7 @@ def test_every_command_with_read_only_changes_nothing(
     try:
         # The ledgers (and the lease table) exist with rows before read-only commands run.
         for job in (pg_job, my_job, lease_job):
-            done = cli(config, ["run", job], cli_env)
+            done = run_cli(config, *["run", job], env=cli_env)
             assert done.returncode == 0, done.stderr
         holder = psycopg.connect(pg_url, autocommit=True)
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(pg_job),))
@@ -145,7 +132,7 @@ def test_every_command_with_read_only_changes_nothing(
             for template in MUTATING + VIEWING:
                 words = template.format(job=pg_job, pid=pid).split()
                 for placed in (["--read-only", *words], [*words[:1], "--read-only", *words[1:]]):
-                    done = cli(config, placed, cli_env)
+                    done = run_cli(config, *placed, env=cli_env)
                     where = " ".join(placed)
                     if template in MUTATING:
                         assert done.returncode == 2, (where, done.stdout, done.stderr)

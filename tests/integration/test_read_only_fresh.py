@@ -5,13 +5,11 @@ command works, creates no table and says what is missing; on a ledger made by an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.helpers import mysql_connect
 
 VIEWING = [
@@ -23,13 +21,6 @@ VIEWING = [
     ["locks"],
     ["config"],
 ]
-
-
-def cli(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def pg_tables(url: str) -> list[str]:
@@ -63,20 +54,20 @@ def test_read_only_on_a_fresh_database_creates_nothing(
     tables = pg_tables if kind == "postgresql" else my_tables
     assert tables(url) == []
     for words in VIEWING:
-        done = cli(config, cli_env, *words, "--read-only")
+        done = run_cli(config, *words, "--read-only", env=cli_env)
         assert done.returncode == 0, (words, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
     prom = tmp_path / "m.prom"
-    exported = cli(config, cli_env, "metrics", "--textfile", str(prom), "--read-only")
+    exported = run_cli(config, "metrics", "--textfile", str(prom), "--read-only", env=cli_env)
     assert exported.returncode == 0, exported.stderr
     assert tables(url) == [], "read-only made a table"
-    check = json.loads(cli(config, cli_env, "check", "--json", "--read-only").stdout)
+    check = json.loads(run_cli(config, "check", "--json", "--read-only", env=cli_env).stdout)
     assert check["alerts"] == [] and check["errors"] == {}
     assert any("no run ledger table" in note for _, note in check["notes"]), check
-    said = cli(config, cli_env, "check", "--read-only", "-o", "tsv", "--no-headers").stdout
+    said = run_cli(config, "check", "--read-only", "-o", "tsv", "--no-headers", env=cli_env).stdout
     assert "note\t-\tmain: no run ledger table (lockconsole_runs)" in said, said
     # the same commands without --read-only make the ledger, as before
-    assert cli(config, cli_env, "history").returncode == 0
+    assert run_cli(config, "history", env=cli_env).returncode == 0
     assert "lockconsole_runs" in tables(url)
 
 
@@ -87,7 +78,7 @@ def test_read_only_reads_an_older_ledger_without_altering_it(
         f'[databases.main]\nurl = "{own_database}"\n[jobs.billing]\nstrategy = "pg-session"\n'
         'command = ["true"]\n'
     )
-    ran = cli(config, cli_env, "run", "billing", "--json")
+    ran = run_cli(config, "run", "billing", "--json", env=cli_env)
     assert ran.returncode == 0, ran.stderr
     with psycopg.connect(own_database, autocommit=True) as conn:
         conn.execute("alter table lockconsole_runs drop column clock_offset_ms, drop column actor")
@@ -95,13 +86,13 @@ def test_read_only_reads_an_older_ledger_without_altering_it(
             "select column_name from information_schema.columns"
             " where table_name = 'lockconsole_runs' order by 1"
         ).fetchall()
-    history = cli(config, cli_env, "history", "--json", "--read-only")
+    history = run_cli(config, "history", "--json", "--read-only", env=cli_env)
     assert history.returncode == 0, history.stderr
     runs = json.loads(history.stdout)["runs"]
     assert [(r["job"], r["outcome"], r["clock_offset_ms"], r["actor"]) for r in runs] == [
         ("billing", "succeeded", None, None)
     ]
-    check = cli(config, cli_env, "check", "--read-only")
+    check = run_cli(config, "check", "--read-only", env=cli_env)
     assert check.returncode == 0, check.stdout + check.stderr
     with psycopg.connect(own_database) as conn:
         after = conn.execute(

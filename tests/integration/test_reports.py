@@ -7,7 +7,6 @@ real runner through `run_once`) against the real PostgreSQL, then the ledger is 
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import time
@@ -30,6 +29,7 @@ from lockconsole.model.slots import slot_for, utcnow
 from lockconsole.model.views import Holder
 from lockconsole.text.times import stamp
 
+from tests.support.config import job_toml
 from tests.support.helpers import wait_for
 from tests.support.runner_helpers import lockconsole, runs_of
 from tests.support.settings import PYTHON
@@ -52,20 +52,7 @@ INSERT_INVOICES = (
 
 def job_config(url: str, job: str, *, strategy: str = "pg-session", **extra: Any) -> str:
     """A one-job config (schedule "0 2 * * *" unless given); extra keys as TOML values."""
-    extra.setdefault("schedule", "0 2 * * *")
-    lines = [
-        "[databases.main]",
-        f"url = {json.dumps(url)}",
-        f"[jobs.{job}]",
-        'database = "main"',
-        f"strategy = {json.dumps(strategy)}",
-    ]
-    idempotency = extra.pop("idempotency", None)
-    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
-    if idempotency:
-        lines += [f"[jobs.{job}.idempotency]"]
-        lines += [f"{k} = {json.dumps(v)}" for k, v in idempotency.items()]
-    return "\n".join(lines) + "\n"
+    return job_toml(url, job, strategy=strategy, **extra)
 
 
 def run_job(config: Path, job: str, *args: str, env: dict[str, str]) -> int:

@@ -12,10 +12,11 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.support.cli import run_cli
 
 JOB = """
 import os, pathlib, sys, time
@@ -27,13 +28,6 @@ if (folder / "block").exists():
     (folder / "started").touch()
     time.sleep(600)
 """
-
-
-def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def wait_for(check, what: str, seconds: float = 30) -> None:
@@ -77,8 +71,8 @@ def test_an_abandoned_slot_is_run_again_by_the_next_attempt(
             ).fetchone()[0],
             "the killed runner's lock to go",
         )
-    again = lockconsole(
-        config, cli_env, "run", "billing", "--slot", next_slot.isoformat(), "--json"
+    again = run_cli(
+        config, "run", "billing", "--slot", next_slot.isoformat(), "--json", env=cli_env
     )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["slot"] == next_slot.isoformat()  # its own slot's result

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from lockconsole import run_once
 from lockconsole.backends.ledger.outputs import output_of
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import parse_config
+
+from tests.support.cli import run_cli
 
 SECRET = "hunter2secret"
 LEAKY = (
@@ -28,17 +29,6 @@ LEAKY = (
 RAISING = (
     "def charge():\n    raise ValueError('card declined; dsn host=db password=" + SECRET + "')\n"
 )
-
-
-def cli(config: Path, *words: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def strategy_of(url: str) -> str:
@@ -59,7 +49,7 @@ def script_job(write_config, dialect_url: str, job: str, script: Path) -> Path:
 
 
 def output_json(config: Path, run_id: int, env: dict[str, str]) -> dict[str, object]:
-    done = cli(config, "output", str(run_id), "--json", env=env)
+    done = run_cli(config, "output", str(run_id), "--json", env=env)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["run_id"] == run_id and found["found"] is True and found["schema"] == 1
@@ -74,7 +64,7 @@ def test_a_failed_commands_output_tail_is_kept_masked(
     script = tmp_path / "leaky.py"
     script.write_text(LEAKY, encoding="utf-8")
     config = script_job(write_config, dialect_url, job, script)
-    done = cli(config, "run", job, "--json", env=cli_env)
+    done = run_cli(config, "run", job, "--json", env=cli_env)
     assert done.returncode == 7, done.stderr
     assert "boom: tenant 4" in done.stderr  # stderr still reaches the caller's stderr
     run = json.loads(done.stdout.strip().splitlines()[-1])
@@ -85,7 +75,7 @@ def test_a_failed_commands_output_tail_is_kept_masked(
     assert "charged 3 tenants" in text and "boom: tenant 4 has no card" in text
     assert "postgresql://billing:***@db.internal/billing" in text
     assert SECRET not in text
-    shown = cli(config, "output", str(run["id"]), env=cli_env)
+    shown = run_cli(config, "output", str(run["id"]), env=cli_env)
     assert shown.returncode == 0 and "boom: tenant 4 has no card" in shown.stdout
     assert SECRET not in shown.stdout + shown.stderr
 
@@ -107,7 +97,7 @@ def test_a_raising_callables_traceback_is_kept_masked(
         callable = "{module}:charge"
         """
     )
-    done = cli(config, "run", job, "--json", env=env)
+    done = run_cli(config, "run", job, "--json", env=env)
     assert done.returncode == 1, done.stderr
     run = json.loads(done.stdout.strip().splitlines()[-1])
     text = str(output_json(config, run["id"], env)["output"])
@@ -156,7 +146,7 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
         """
     )
     chatty = "for i in range(20000): print(f'line {i:06d}')"  # 240,000 bytes
-    done = cli(config, "run", job, "--json", "--", sys.executable, "-c", chatty, env=cli_env)
+    done = run_cli(config, "run", job, "--json", "--", sys.executable, "-c", chatty, env=cli_env)
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout.strip().splitlines()[-1])
     text = str(output_json(config, run["id"], cli_env)["output"])
@@ -165,13 +155,13 @@ def test_only_the_last_64_kb_are_kept_and_a_quiet_run_keeps_none(
     assert 65536 - 12 < len(body.encode()) <= 65536  # from the first whole line of the last 64 KB
     assert body.startswith("line ") and body.endswith("line 019999\n")
 
-    quiet = cli(config, "run", job, "--manual", "--json", env=cli_env)
+    quiet = run_cli(config, "run", job, "--manual", "--json", env=cli_env)
     assert quiet.returncode == 0, quiet.stderr
     run = json.loads(quiet.stdout.strip().splitlines()[-1])
     assert output_json(config, run["id"], cli_env)["output"] is None
-    missing = cli(config, "output", "999999999999", env=cli_env)
+    missing = run_cli(config, "output", "999999999999", env=cli_env)
     assert missing.returncode == 1 and "no run 999999999999" in missing.stderr
-    bad = cli(config, "output", "-5", env=cli_env)
+    bad = run_cli(config, "output", "-5", env=cli_env)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -220,7 +210,7 @@ def test_no_fragment_of_a_password_survives_at_the_cut(
         command = ["{sys.executable}", "{script}"]
         """
     )
-    done = cli(config, "run", job, "--json", env=cli_env)
+    done = run_cli(config, "run", job, "--json", env=cli_env)
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout.strip().splitlines()[-1])
     text = str(output_json(config, run["id"], cli_env)["output"])
@@ -253,7 +243,7 @@ def test_the_values_of_secret_variables_are_masked_in_the_tail(
     script.write_text(PRINTS_ENV, encoding="utf-8")
     config = script_job(write_config, dialect_url, job, script)
     env = {**cli_env, **ENV_SECRETS, "BILLING_REGION": "eu-west-visible"}
-    done = cli(config, "run", job, "--json", env=env)
+    done = run_cli(config, "run", job, "--json", env=env)
     assert done.returncode == 0, done.stderr
     run_id = json.loads(done.stdout.strip().splitlines()[-1])["id"]
     # the stored tail, read straight from the ledger (no masking on the way out)
@@ -265,7 +255,7 @@ def test_the_values_of_secret_variables_are_masked_in_the_tail(
     assert "BILLING_REGION=eu-west-visible" in stored.output  # not a secret's name
     assert "PGPASSWORD=***" in stored.output and "BILLING_API_TOKEN=***" in stored.output
     for args in (["output", str(run_id)], ["output", str(run_id), "--json"]):
-        shown = cli(config, *args, env=env)
+        shown = run_cli(config, *args, env=env)
         assert shown.returncode == 0, shown.stderr
         assert "MYSQL_PWD=***" in shown.stdout and "eu-west-visible" in shown.stdout
         assert not [v for v in ENV_SECRETS.values() if len(v) >= 4 and v in shown.stdout]

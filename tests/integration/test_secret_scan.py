@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from lockconsole.console.facade import Console
 from lockconsole.model.keys import name_to_int64
 from lockconsole.tui.app import LockConsoleApp
 
+from tests.support.cli import run_cli
 from tests.support.settings import ROOT
 
 SECRET = f"Sekr3t_{uuid.uuid4().hex[:8]}"
@@ -77,14 +77,7 @@ def write_config(folder: Path, url: str, uid: str) -> tuple[Path, str]:
 def cli(config: Path, *args: str) -> str:
     env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(ROOT))
     env.pop("LOCKCONSOLE_CONFIG", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = run_cli(config, *args, env=env)
     assert "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
     return proc.stdout + proc.stderr
 

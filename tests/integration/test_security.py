@@ -3,8 +3,6 @@ logs, JSON or errors; a release whose audit row cannot be written is not perform
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,18 +12,7 @@ import pytest
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console, ReadOnlyError
 
-from tests.support.settings import PYTHON
-
-
-def cli(env: dict[str, str], config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "lockconsole", "--config", str(config), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-    )
+from tests.support.cli import run_cli
 
 
 def count(conn: Any, table: str, where: str = "true") -> int:
@@ -71,7 +58,7 @@ def test_read_only_cli_release_does_nothing(held, pg_conn, cli_env) -> None:
         ["--read-only", "release", "--pid", str(pid), "--yes"],
         ["--read-only", "release", "--pid", str(pid), "--yes", "--json"],
     ):
-        done = cli(cli_env, config, *args)
+        done = run_cli(config, *args, env=cli_env)
         assert done.returncode == 2 and "read-only" in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert alive(pg_conn, pid)
@@ -217,7 +204,7 @@ def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:
             ["dupes", f"j_{uid}"],
             ["release", "--pid", "1", "--yes"],
         ):
-            done = cli(cli_env, config, *args)
+            done = run_cli(config, *args, env=cli_env)
             outputs += [done.stdout, done.stderr]
             assert "Traceback" not in done.stderr, (args, done.stderr)
     _scan(secret, *outputs)
@@ -264,7 +251,7 @@ def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cl
             ["run", f"m_{uid}", "--json"],
             ["release", "--pid", "1", "--yes"],
         ):
-            done = cli(cli_env, config, *args)
+            done = run_cli(config, *args, env=cli_env)
             assert "Traceback" not in done.stderr, (args, done.stderr)
             outputs += [done.stdout, done.stderr]
         _scan(pw, *outputs)
@@ -304,7 +291,7 @@ def test_release_without_audit_is_not_performed(
             key = {key}
         """)
         audit_before = count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'")
-        done = cli(cli_env, config, "release", "--job", f"j_{uid}", "--yes")
+        done = run_cli(config, "release", "--job", f"j_{uid}", "--yes", env=cli_env)
         assert done.returncode != 0, done.stdout
         assert "audit log" in done.stderr and "nothing was done" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1

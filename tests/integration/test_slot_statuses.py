@@ -30,6 +30,7 @@ from lockconsole.console.facade import Console
 from lockconsole.model.slots import utcnow
 from lockconsole.model.verdict import slot_status
 
+from tests.support.cli import run_cli
 from tests.support.helpers import wait_for
 from tests.support.runner_helpers import (
     STRATEGIES,
@@ -84,13 +85,6 @@ def finished(proc: subprocess.Popen[str], code: int) -> dict[str, object]:
     return json.loads(out)
 
 
-def cli(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def metric(text: str, name: str, job: str, status: str) -> float | None:
     found = re.search(
         rf'^lockconsole_{name}\{{job_name="{job}",status="{status}"\}} (\S+)$', text, re.M
@@ -135,7 +129,9 @@ def test_retried_overlap_and_serial_double_success_on_every_strategy(
     )
     try:
         wait_for(started.exists, what="web-a's job has started")
-        released = cli(config, cli_env, "release", "--job", jobs["overlap"], "--yes", "--json")
+        released = run_cli(
+            config, "release", "--job", jobs["overlap"], "--yes", "--json", env=cli_env
+        )
         assert released.returncode == 0, (released.stdout, released.stderr)
         second = finished(run(config, cli_env, jobs["overlap"], slot, "web-b", "true"), 0)
         assert second["outcome"] == "succeeded", second
@@ -163,7 +159,7 @@ def test_retried_overlap_and_serial_double_success_on_every_strategy(
 
     # check --json: a double run is its alert, naming the job and the slot, the overlap one
     # more; a retry is none
-    check = cli(config, cli_env, "check", "--json", "--no-duplicates")
+    check = run_cli(config, "check", "--json", "--no-duplicates", env=cli_env)
     assert check.returncode in (0, 1), (check.stderr, check.stdout[-2000:])
     alerts = [a for a in json.loads(check.stdout)["alerts"] if a.get("slot") == slot.isoformat()]
     kinds = {job: sorted(a["kind"] for a in alerts if a["job"] == job) for job in jobs.values()}
@@ -182,7 +178,7 @@ def test_retried_overlap_and_serial_double_success_on_every_strategy(
 
     # the metrics: one slot of that status, and it is this slot
     target = tmp_path / "metrics.prom"
-    exported = cli(config, cli_env, "metrics", "--textfile", str(target))
+    exported = run_cli(config, "metrics", "--textfile", str(target), env=cli_env)
     assert exported.returncode == 0, exported.stderr
     text = target.read_text()
     for case, status in EXPECTED.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,17 +19,11 @@ from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 
 from tests.support import helpers
-from tests.support.runner_helpers import lockconsole
+from tests.support.cli import run_cli
 
 SLOT = datetime(2026, 11, 27, 2, 0, tzinfo=UTC)
 HOSTILE = "psql | *bold* <b>"  # PostgreSQL itself turns control bytes of a name into '?'
 SAID = "charged \x1b[2J\x1b]0;pwned\x07 tenants"  # the job's output: control bytes kept
-
-
-def _cli(config: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = lockconsole(config, *args, env=env)
-    out, err = proc.communicate(timeout=120)
-    return proc.returncode, out, err
 
 
 @pytest.fixture
@@ -72,8 +65,8 @@ def incident(own_database, tmp_path, cli_env):
                 what="the psql holder seen",
             )
             samples.append(sampler.last.taken_at if sampler.last else None)
-            code, out, err = _cli(
-                config, cli_env, "run", job, "--slot", slot, "--instance", "web-1", "--json"
+            code, out, err = run_cli(
+                config, "run", job, "--slot", slot, "--instance", "web-1", "--json", env=cli_env
             )
             assert code == 3, (code, out, err)  # skipped: psql holds the lock
             (holder,) = sampler.find_holders(job=job)
@@ -89,8 +82,8 @@ def incident(own_database, tmp_path, cli_env):
         )
         samples.append(sampler.last.taken_at if sampler.last else None)
         for instance in ("web-1", "web-2", "web-3"):
-            code, out, err = _cli(
-                config, cli_env, "run", job, "--slot", slot, "--instance", instance
+            code, out, err = run_cli(
+                config, "run", job, "--slot", slot, "--instance", instance, env=cli_env
             )
             assert code == 0, (instance, code, out, err)
         sampler.snapshot(duplicates=False)
@@ -99,7 +92,9 @@ def incident(own_database, tmp_path, cli_env):
 
 def test_story_names_every_part_and_the_verdict(incident):
     config, env, _ = incident
-    code, out, err = _cli(config, env, "story", "nightly_billing", SLOT.isoformat(), "--json")
+    code, out, err = run_cli(
+        config, "story", "nightly_billing", SLOT.isoformat(), "--json", env=env
+    )
     assert code == 0, (code, out, err)
     story = json.loads(out)
     attempts = [(a["instance"], a["outcome"]) for a in story["attempts"]]
@@ -130,14 +125,14 @@ def test_story_names_every_part_and_the_verdict(incident):
 
 def test_story_text_and_markdown_keep_data_literal(incident):
     config, env, _ = incident
-    code, text, err = _cli(config, env, "story", "nightly_billing", SLOT.isoformat())
+    code, text, err = run_cli(config, "story", "nightly_billing", SLOT.isoformat(), env=env)
     assert code == 0, (code, text, err)
     assert "\x1b" not in text and "\x07" not in text
     assert "\\x1b[2J" in text  # the control bytes shown, inert
     for line in ("verdict: double run", "web-2", "release", "duplicate keys carrying its run ids"):
         assert line in text
-    code, md, err = _cli(
-        config, env, "story", "nightly_billing", SLOT.isoformat(), "--format", "markdown"
+    code, md, err = run_cli(
+        config, "story", "nightly_billing", SLOT.isoformat(), "--format", "markdown", env=env
     )
     assert code == 0, (code, md, err)
     assert "\x1b" not in md
@@ -150,25 +145,33 @@ def test_story_text_and_markdown_keep_data_literal(incident):
 def test_holders_at_a_moment_between_two_samples(incident):
     config, env, samples = incident
     _, seen, gone = samples
-    code, out, err = _cli(config, env, "holders", "--at", seen.isoformat(), "--json")
+    code, out, err = run_cli(config, "holders", "--at", seen.isoformat(), "--json", env=env)
     assert code == 0, (code, out, err)
     (held,) = json.loads(out)["holders"]
     assert held["certainty"] == "held" and held["application"] == HOSTILE
     # between the last sample without it and the first with it: it may have held the lock
     after, first = (datetime.fromisoformat(held[k]) for k in ("seen_after", "first_seen"))
     between = after + (first - after) / 2
-    code, out, err = _cli(config, env, "holders", "--at", between.isoformat(), "--json")
+    code, out, err = run_cli(config, "holders", "--at", between.isoformat(), "--json", env=env)
     (maybe,) = json.loads(out)["holders"]
     assert maybe["certainty"] == "maybe" and maybe["id"] == held["id"]
     before = after - timedelta(milliseconds=1)
-    code, out, err = _cli(config, env, "holders", "--at", before.isoformat(), "--json")
+    code, out, err = run_cli(config, "holders", "--at", before.isoformat(), "--json", env=env)
     assert json.loads(out)["holders"] == []
     later = gone + timedelta(seconds=1)
-    code, out, err = _cli(config, env, "holders", "--at", later.isoformat(), "--json")
+    code, out, err = run_cli(config, "holders", "--at", later.isoformat(), "--json", env=env)
     assert json.loads(out)["holders"] == []
-    code, out, err = _cli(
-        config, env, "holders", "--at", seen.isoformat(), "--job", "nightly_billing", "-o", "wide"
+    code, out, err = run_cli(
+        config,
+        "holders",
+        "--at",
+        seen.isoformat(),
+        "--job",
+        "nightly_billing",
+        "-o",
+        "wide",
+        env=env,
     )
     assert code == 0 and "held" in out and "psql" in out, (out, err)
-    code, out, err = _cli(config, env, "holders", "--at", "yesterday")
+    code, out, err = run_cli(config, "holders", "--at", "yesterday", env=env)
     assert (code, out) == (2, "") and err.count("\n") == 1, err

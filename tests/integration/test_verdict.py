@@ -5,7 +5,6 @@ is "retried", not DOUBLE RUN, in check, the metrics' statuses and the console's 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,8 @@ import pytest
 
 from lockconsole.model.jobs import Outcome, Run
 from lockconsole.model.verdict import slot_status
+
+from tests.support.cli import run_cli
 
 SLOT = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
@@ -55,13 +56,6 @@ def test_a_slot_not_judged_yet_is_skipped_not_missed() -> None:
     assert slot_status([attempt("a", "skipped", 0, 0)], NOW, due=False) == "skipped"
 
 
-def lockconsole(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-        capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def test_a_failed_attempt_retried_by_the_next_instance_is_no_double_run(
     own_database, write_config, cli_env, tmp_path
 ) -> None:
@@ -74,27 +68,27 @@ def test_a_failed_attempt_retried_by_the_next_instance_is_no_double_run(
         f'command = [{json.dumps(sys.executable)}, "-c", {json.dumps(script)}]\n'
     )
     slot = (datetime.now(UTC) - timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
-    first = lockconsole(
+    first = run_cli(
         config,
-        dict(cli_env, LOCKCONSOLE_INSTANCE="web-1"),
         "run",
         "billing",
         "--slot",
         slot.isoformat(),
         "--json",
+        env=dict(cli_env, LOCKCONSOLE_INSTANCE="web-1"),
     )
     assert first.returncode == 1 and json.loads(first.stdout)["outcome"] == "failed", first.stderr
-    second = lockconsole(
+    second = run_cli(
         config,
-        dict(cli_env, LOCKCONSOLE_INSTANCE="web-2"),
         "run",
         "billing",
         "--slot",
         slot.isoformat(),
         "--json",
+        env=dict(cli_env, LOCKCONSOLE_INSTANCE="web-2"),
     )
     assert second.returncode == 0, second.stderr
-    check = lockconsole(config, cli_env, "check", "--json", "--no-duplicates")
+    check = run_cli(config, "check", "--json", "--no-duplicates", env=cli_env)
     kinds = [a["kind"] for a in json.loads(check.stdout)["alerts"]]
     assert "double_run" not in kinds and "overlap" not in kinds, check.stdout
 

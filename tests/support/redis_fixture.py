@@ -18,9 +18,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.config import config_toml
 from tests.support.helpers import unavailable
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -122,20 +124,10 @@ def private_redis_fixture(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-def redis_job_config(ledger_url: str, redis_url: str, job: str, **extra: object) -> str:
+def redis_job_config(ledger_url: str, redis_url: str, job: str, **extra: Any) -> str:
     """A config with a SQL ledger and one redis job on `redis_url`."""
-    lines = [
-        "[lockconsole]",
-        'ledger_database = "ledger"',
-        "[databases.ledger]",
-        f'url = "{ledger_url}"',
-        "[databases.cache]",
-        f'url = "{redis_url}"',
-        f"[jobs.{job}]",
-        'database = "cache"',
-        'strategy = "redis"',
-        'schedule = "0 2 * * *"',
-    ]
-    for k, v in extra.items():
-        lines.append(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}")
-    return "\n".join(lines) + "\n"
+    return config_toml(
+        lockconsole={"ledger_database": "ledger"},
+        databases={"ledger": ledger_url, "cache": redis_url},
+        jobs={job: {"database": "cache", "strategy": "redis", "schedule": "0 2 * * *", **extra}},
+    )

@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
+
+from tests.support.config import job_toml
 
 # Every strategy on every kind of database it runs on: (strategy, database kind).
 STRATEGIES = [
@@ -64,15 +67,5 @@ def runs_of(config: Path, job: str) -> list[Run]:
         return ledger.runs(job)
 
 
-def pg_job_config(url: str, job: str, strategy: str, **extra: object) -> str:
-    lines = [
-        "[databases.main]",
-        f'url = "{url}"',
-        f"[jobs.{job}]",
-        'database = "main"',
-        f'strategy = "{strategy}"',
-        'schedule = "0 2 * * *"',
-    ]
-    for k, v in extra.items():
-        lines.append(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}")
-    return "\n".join(lines) + "\n"
+def pg_job_config(url: str, job: str, strategy: str, **extra: Any) -> str:
+    return job_toml(url, job, strategy=strategy, **extra)
