@@ -25,6 +25,7 @@ import pytest
 
 from tests.faults.fault_helpers import ROOT, job_config, runs_of, wait_for
 from tests.support.barrier import Barrier
+from tests.support.cli import CliResult, run_cli
 
 SLOT = "2030-01-01T03:00:00+00:00"
 CASES = [("pg-session", "pg"), ("pg-xact", "pg"), ("mysql", "mysql"), ("lease", "pg")]
@@ -172,9 +173,8 @@ def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
     assert "error ignored" not in err and "Pipeline" not in err, err
 
 
-def _check(config: Path) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "lockconsole", "check", "--no-duplicates", "-o", "tsv"]
-    return subprocess.run(argv, env=_env(config), capture_output=True, text=True, timeout=120)
+def _check(config: Path) -> CliResult:
+    return run_cli(None, "check", "--no-duplicates", "-o", "tsv", env=_env(config))
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)

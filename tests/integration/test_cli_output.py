@@ -169,9 +169,7 @@ def world(
             next(databases, None)
 
 
-def _all(
-    world: World, calls: list[tuple[tuple[str, ...], int]]
-) -> list[CliResult]:
+def _all(world: World, calls: list[tuple[tuple[str, ...], int]]) -> list[CliResult]:
     """The CLI calls, three at a time (each is its own process)."""
     with ThreadPoolExecutor(3) as pool:
         return list(pool.map(lambda c: world.cli(*c[0], columns=c[1]), calls))

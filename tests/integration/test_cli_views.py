@@ -14,23 +14,19 @@ from lockconsole.config.urls import parse_url
 from lockconsole.model.keys import name_to_int64
 
 from tests.support.cli import run_cli
+from tests.support.config import config_toml
 from tests.support.helpers import unavailable, wait_for
 
 
 def two_db_config(write_config, pg_url: str, mysql_url: str, uid: str) -> Path:
     return write_config(
-        f"""
-        [databases.pg]
-        url = "{pg_url}"
-        [databases.my]
-        url = "{mysql_url}"
-        [jobs.pg_{uid}]
-        database = "pg"
-        strategy = "pg-session"
-        [jobs.my_{uid}]
-        database = "my"
-        strategy = "mysql"
-        """
+        config_toml(
+            databases={"pg": pg_url, "my": mysql_url},
+            jobs={
+                f"pg_{uid}": {"database": "pg", "strategy": "pg-session"},
+                f"my_{uid}": {"database": "my", "strategy": "mysql"},
+            },
+        )
     )
 
 
@@ -125,7 +121,7 @@ def test_locks_and_release_of_psql_and_mariadb_client_holders(
 
 
 def test_read_only_refuses_release(pg_url, pg_conn, uid, write_config, cli_env):
-    config = write_config(f'[databases.pg]\nurl = "{pg_url}"\n[jobs.ro_{uid}]\n')
+    config = write_config(config_toml(databases={"pg": pg_url}, jobs={f"ro_{uid}": {}}))
     holder = psycopg.connect(pg_url, autocommit=True)
     try:
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(f"ro_{uid}"),))
@@ -139,7 +135,7 @@ def test_read_only_refuses_release(pg_url, pg_conn, uid, write_config, cli_env):
 
 
 def test_release_without_yes_and_no_terminal_is_refused(pg_url, uid, write_config, cli_env):
-    config = write_config(f'[databases.pg]\nurl = "{pg_url}"\n[jobs.ny_{uid}]\n')
+    config = write_config(config_toml(databases={"pg": pg_url}, jobs={f"ny_{uid}": {}}))
     holder = psycopg.connect(pg_url, autocommit=True)
     try:
         holder.execute("select pg_advisory_lock(%s)", (name_to_int64(f"ny_{uid}"),))
@@ -152,7 +148,7 @@ def test_release_without_yes_and_no_terminal_is_refused(pg_url, uid, write_confi
 
 def test_history_and_check(pg_url, uid, write_config, cli_env):
     job = f"hist_{uid}"
-    config = write_config(f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\n')
+    config = write_config(config_toml(databases={"pg": pg_url}, jobs={job: {}}))
     assert run_cli(config, "run", job, "--", "true", env=cli_env)[0] == 0
     assert run_cli(config, "run", job, "--manual", "--", "false", env=cli_env)[0] == 1
     code, out, err = run_cli(config, "history", "--job", job, "--json", env=cli_env)
@@ -168,15 +164,9 @@ def test_history_and_check(pg_url, uid, write_config, cli_env):
 
 
 def test_one_database_down_does_not_hide_the_other(pg_url, uid, write_config, cli_env):
+    gone = f"mysql://root:hunter2_{uid}@127.0.0.1:1/test"
     config = write_config(
-        f"""
-        [databases.pg]
-        url = "{pg_url}"
-        [databases.gone]
-        url = "mysql://root:hunter2_{uid}@127.0.0.1:1/test"
-        [jobs.up_{uid}]
-        database = "pg"
-        """
+        config_toml(databases={"pg": pg_url, "gone": gone}, jobs={f"up_{uid}": {"database": "pg"}})
     )
     holder = psycopg.connect(pg_url, autocommit=True)
     try:
@@ -201,22 +191,16 @@ def test_secrets_never_appear(pg_url, mysql_url, mysql_conn, uid, write_config, 
     try:
         pg_with_password = pg_url.replace("postgres@", f"postgres:{secret}@", 1)
         env = dict(cli_env, MY_PASSWORD=secret)
-        config = write_config(
-            f"""
-            [databases.pg]
-            url = "{pg_with_password}"
-            [databases.my]
-            url = "mysql://{user}:${{MY_PASSWORD}}@127.0.0.1:3306/test"
-            [databases.bad]
-            url = "mysql://{user}:wrong{secret}@127.0.0.1:3306/test"
-            [jobs.s_{uid}]
-            database = "my"
-            strategy = "mysql"
-            [jobs.b_{uid}]
-            database = "bad"
-            strategy = "mysql"
-            """
-        )
+        databases = {
+            "pg": pg_with_password,
+            "my": f"mysql://{user}:${{MY_PASSWORD}}@127.0.0.1:3306/test",
+            "bad": f"mysql://{user}:wrong{secret}@127.0.0.1:3306/test",
+        }
+        jobs = {
+            f"s_{uid}": {"database": "my", "strategy": "mysql"},
+            f"b_{uid}": {"database": "bad", "strategy": "mysql"},
+        }
+        config = write_config(config_toml(databases=databases, jobs=jobs))
         outputs = []
         for args in (
             ["config"],
@@ -242,7 +226,7 @@ def test_secrets_never_appear(pg_url, mysql_url, mysql_conn, uid, write_config, 
 def test_locks_with_its_only_database_down_is_not_an_all_clear(write_config, cli_env):
     """`locks` on a database that cannot be read says the holders are unknown and exits 5."""
     config = write_config(
-        '[databases.main]\nurl = "postgresql://postgres@127.0.0.1:1/none"\n[jobs.j]\n'
+        config_toml(databases={"main": "postgresql://postgres@127.0.0.1:1/none"}, jobs={"j": {}})
     )
     code, out, err = run_cli(config, "locks", env=cli_env)
     assert code == 5 and "no lock holders seen; unknown for main" in out, (out, err)

@@ -11,17 +11,11 @@ import sys
 
 import pytest
 
-from tests.support.settings import PYTHON
+from tests.support.cli import run_cli
 
 
 def script(shell: str, env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [PYTHON, "-m", "lockconsole", "completion", shell],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    done = run_cli(None, "completion", shell, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -6,8 +6,6 @@ config` reads it), it is never overwritten, and a bad URL is one line with nothi
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -19,18 +17,12 @@ from psycopg import sql
 from lockconsole.config.loader import load_config
 from lockconsole.config.urls import parse_url
 
+from tests.support.cli import CliResult, run_cli
 from tests.support.pgbouncer_fixture import PGBOUNCER_VIEWER
 
 
-def init(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lockconsole", "init", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
+def init(env: dict[str, str], cwd: Path, *args: str) -> CliResult:
+    return run_cli(None, "init", *args, env=env, cwd=cwd)
 
 
 def _with_user(url: str, user: str, password: str | None = None) -> str:

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from tests.support.cli import run_cli
 from tests.support.settings import ROOT
 
 
@@ -32,10 +33,7 @@ def test_every_json_document_has_the_keys_the_readme_names(own_database, write_c
     )
 
     def document(*words: str) -> dict[str, object]:
-        out = subprocess.run(
-            [sys.executable, "-m", "lockconsole", "--config", str(config), *words],
-            capture_output=True, text=True, env=cli_env, timeout=60,
-        )  # fmt: skip
+        out = run_cli(config, *words, env=cli_env, timeout=60)
         assert out.returncode in (0, 1, 5), (words, out.stderr)  # 5: a read ran out of time
         parsed = json.loads(out.stdout)  # nothing but the document on stdout
         assert isinstance(parsed, dict) and next(iter(parsed)) == "schema", words

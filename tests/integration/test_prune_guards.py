@@ -4,8 +4,6 @@ prune, on real PostgreSQL and MariaDB ledgers."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,13 +14,13 @@ from typing import Any
 import pytest
 
 from tests.integration.test_prune import config_text
+from tests.support.cli import CliResult, run_cli
 from tests.support.helpers import eventually
 from tests.support.prune_fill import Plain, ago, own_mysql_database
 
 
-def prune_cli(config: Path, env: dict[str, str], *words: str) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "lockconsole", "--config", str(config), *words]
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+def prune_cli(config: Path, env: dict[str, str], *words: str) -> CliResult:
+    return run_cli(config, *words, env=env)
 
 
 def database(url: str) -> Any:

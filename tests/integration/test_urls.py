@@ -7,6 +7,8 @@ import pytest
 from lockconsole.config.urls import expand_env, mask, parse_url, scrub
 from lockconsole.model.jobs import DatabaseURL
 
+from tests.support.cli import run_cli
+
 
 def test_parse_postgresql() -> None:
     u = parse_url("postgresql://billing:pw@db.internal:6432/billing?sslmode=require")
@@ -160,8 +162,6 @@ def test_a_bad_conninfo_string_is_refused_without_echoing_it() -> None:
 def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, cli_env):
     """The whole run path (lock, ledger, outcome) over a conninfo string, and `locks` sees it."""
     import json
-    import subprocess
-    import sys
     import uuid
 
     from lockconsole.config.urls import parse_url as parse
@@ -173,17 +173,9 @@ def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, 
         f"[databases.main]\nurl = {json.dumps(conninfo)}\n"
         f'[jobs.{job}]\nstrategy = "pg-session"\ncommand = ["true"]\n'
     )
-    ran = subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", job,
-         "--instance", "web-1"],
-        capture_output=True, text=True, env=cli_env, timeout=60,
-    )  # fmt: skip
+    ran = run_cli(config, "run", job, "--instance", "web-1", env=cli_env, timeout=60)
     assert ran.returncode == 0, ran.stderr
-    history = subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), "history", "--job", job,
-         "--json"],
-        capture_output=True, text=True, env=cli_env, timeout=60,
-    )  # fmt: skip
+    history = run_cli(config, "history", "--job", job, "--json", env=cli_env, timeout=60)
     assert history.returncode == 0, history.stderr
     runs = json.loads(history.stdout)["runs"]
     assert [r["outcome"] for r in runs] == ["succeeded"]
