@@ -13,6 +13,7 @@ from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console, ReadOnlyError
 
 from tests.support.cli import run_cli
+from tests.support.config import config_toml
 
 
 def count(conn: Any, table: str, where: str = "true") -> int:
@@ -33,13 +34,11 @@ def alive(conn: Any, pid: int) -> bool:
 def held(pg_url, pg_conn, uid, write_config):
     """A job whose lock is held by another session (a plain psycopg connection)."""
     key = int(uid[:7], 16)
-    config = write_config(f"""
-        [databases.main]
-        url = "{pg_url}"
-        [jobs.j_{uid}]
-        key = {key}
-        command = ["true"]
-    """)
+    config = write_config(
+        config_toml(
+            databases={"main": pg_url}, jobs={f"j_{uid}": {"key": key, "command": ["true"]}}
+        )
+    )
     holder = psycopg.connect(pg_url, autocommit=True)
     assert holder.execute("select pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
     pid = holder.info.backend_pid
@@ -105,20 +104,20 @@ def test_read_only_mysql_and_lease(
     """KILL and lease updates are refused too: a GET_LOCK holder and a lease row survive."""
     config = load_config(
         str(
-            write_config(f"""
-        [databases.my]
-        url = "{mysql_url}"
-        [databases.pg]
-        url = "{pg_url}"
-        [jobs.m_{uid}]
-        database = "my"
-        strategy = "mysql"
-        [jobs.l_{uid}]
-        database = "pg"
-        strategy = "lease"
-        lease_table = "shedlock_{uid}"
-        max_duration = "5m"
-    """)
+            write_config(
+                config_toml(
+                    databases={"my": mysql_url, "pg": pg_url},
+                    jobs={
+                        f"m_{uid}": {"database": "my", "strategy": "mysql"},
+                        f"l_{uid}": {
+                            "database": "pg",
+                            "strategy": "lease",
+                            "lease_table": f"shedlock_{uid}",
+                            "max_duration": "5m",
+                        },
+                    },
+                )
+            )
         )
     )
     from lockconsole.backends.factory import open_lock
@@ -167,26 +166,22 @@ def test_pg_password_never_shown(pg_url, uid, write_config, cli_env) -> None:
         parts._replace(netloc=f"postgres:{secret}@{parts.hostname}:{parts.port or 5432}")
     )
     dead = urlunsplit(parts._replace(netloc=f"postgres:{secret}@127.0.0.1:1"))
+    idempotency = {"table": f"no_such_table_{uid}", "key": ["tenant_id"]}
     good = write_config(
-        f"""
-        [databases.main]
-        url = "{with_pw}"
-        [jobs.j_{uid}]
-        schedule = "0 2 * * *"
-        command = ["true"]
-        [jobs.j_{uid}.idempotency]
-        table = "no_such_table_{uid}"
-        key = ["tenant_id"]
-    """,
+        config_toml(
+            databases={"main": with_pw},
+            jobs={
+                f"j_{uid}": {
+                    "schedule": "0 2 * * *",
+                    "command": ["true"],
+                    "idempotency": idempotency,
+                }
+            },
+        ),
         "good.toml",
     )
     bad = write_config(
-        f"""
-        [databases.main]
-        url = "{dead}"
-        [jobs.j_{uid}]
-        command = ["true"]
-    """,
+        config_toml(databases={"main": dead}, jobs={f"j_{uid}": {"command": ["true"]}}),
         "bad.toml",
     )
     outputs = []
@@ -233,13 +228,10 @@ def test_mysql_password_never_shown(mysql_url, mysql_user, uid, write_config, cl
     for pw in (password, "Wrong-" + password):
         url = f"mysql://{user}:{pw}@{host.hostname}:{host.port or 3306}/test"
         config = write_config(
-            f"""
-            [databases.main]
-            url = "{url}"
-            [jobs.m_{uid}]
-            strategy = "mysql"
-            command = ["true"]
-        """,
+            config_toml(
+                databases={"main": url},
+                jobs={f"m_{uid}": {"strategy": "mysql", "command": ["true"]}},
+            ),
             f"m{len(pw)}.toml",
         )
         for args in (
@@ -284,12 +276,9 @@ def test_release_without_audit_is_not_performed(
     holder = psycopg.connect(as_role(holder_role), autocommit=True)
     try:
         assert holder.execute("select pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        config = write_config(f"""
-            [databases.main]
-            url = "{as_role(operator)}"
-            [jobs.j_{uid}]
-            key = {key}
-        """)
+        config = write_config(
+            config_toml(databases={"main": as_role(operator)}, jobs={f"j_{uid}": {"key": key}})
+        )
         audit_before = count(pg_conn, "lockconsole_audit", f"job = 'j_{uid}'")
         done = run_cli(config, "release", "--job", f"j_{uid}", "--yes", env=cli_env)
         assert done.returncode != 0, done.stdout
