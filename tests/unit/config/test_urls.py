@@ -8,6 +8,7 @@ from lockconsole.config.urls import expand_env, mask, parse_url, scrub
 from lockconsole.model.jobs import DatabaseURL
 
 from tests.support.cli import run_cli
+from tests.support.config import config_toml
 
 
 def test_parse_postgresql() -> None:
@@ -159,39 +160,11 @@ def test_a_bad_conninfo_string_is_refused_without_echoing_it() -> None:
         parse_url("nosuchoption=1")
 
 
-def test_lockconsole_runs_a_job_through_a_conninfo_string(pg_url, write_config, cli_env):
-    """The whole run path (lock, ledger, outcome) over a conninfo string, and `locks` sees it."""
-    import json
-    import uuid
-
-    from lockconsole.config.urls import parse_url as parse
-
-    real = parse(pg_url)
-    conninfo = f"host={real.host} port={real.port or 5432} dbname={real.database} user={real.user}"
-    job = f"conninfo_{uuid.uuid4().hex[:8]}"
-    config = write_config(
-        f"[databases.main]\nurl = {json.dumps(conninfo)}\n"
-        f'[jobs.{job}]\nstrategy = "pg-session"\ncommand = ["true"]\n'
-    )
-    ran = run_cli(config, "run", job, "--instance", "web-1", env=cli_env, timeout=60)
-    assert ran.returncode == 0, ran.stderr
-    history = run_cli(config, "history", "--job", job, "--json", env=cli_env, timeout=60)
-    assert history.returncode == 0, history.stderr
-    runs = json.loads(history.stdout)["runs"]
-    assert [r["outcome"] for r in runs] == ["succeeded"]
-
-
 def test_a_bad_conninfo_in_the_config_is_one_line_and_exit_2(write_config, cli_env):
-    import subprocess
-    import sys
-
+    job = {"strategy": "pg-session", "command": ["true"]}
     config = write_config(
-        '[databases.main]\nurl = "host=db1 password hunter2"\n'
-        '[jobs.j]\nstrategy = "pg-session"\ncommand = ["true"]\n'
+        config_toml(databases={"main": "host=db1 password hunter2"}, jobs={"j": job})
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "lockconsole", "--config", str(config), "run", "j"],
-        capture_output=True, text=True, env=cli_env, timeout=60,
-    )  # fmt: skip
+    out = run_cli(config, "run", "j", env=cli_env, timeout=60)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "conninfo" in out.stderr and "hunter2" not in out.stderr + out.stdout
