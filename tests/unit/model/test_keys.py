@@ -54,14 +54,6 @@ def test_goodjob_md5_recipe_matches_facts() -> None:
     assert keys.name_to_int64("my-lock", "goodjob-md5") == -1323429866322628863
 
 
-@pytest.mark.parametrize("name", ["my-lock", "", "nightly_billing", "ünïcode ✓", "a" * 300])
-def test_goodjob_md5_recipe_matches_postgresql(pg_conn, name: str) -> None:
-    row = pg_conn.execute(
-        "select ('x' || substr(md5(%s), 1, 16))::bit(64)::bigint", (name,)
-    ).fetchone()
-    assert row[0] == keys.name_to_int64(name, "goodjob-md5")
-
-
 @pytest.mark.parametrize("name", ["my-lock", "", "nightly_billing", "ünïcode ✓"])
 def test_sha256_recipe(name: str) -> None:
     expected = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
