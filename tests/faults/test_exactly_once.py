@@ -236,7 +236,7 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):
         login = f"{role}:pw{uid}" if which == "mysql" else role
         return urlunsplit(parts._replace(netloc=f"{login}@{parts.hostname}{port}")), admin[which]
 
-    yield url
+    yield role_url
     pg_conn.execute(f"revoke all on lockconsole_runs from {role}")
     pg_conn.execute(f"revoke all on lockconsole_controls from {role}")
     pg_conn.execute(f"revoke all on sequence lockconsole_runs_id_seq from {role}")

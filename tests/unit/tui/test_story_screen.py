@@ -38,6 +38,7 @@ from lockconsole.tui.screens.run_detail import RunDetailScreen
 from lockconsole.tui.screens.story import StoryScreen, story_lines
 from lockconsole.tui.screens.travel import TravelModal
 from lockconsole.tui.widgets.holders import HoldersView
+from lockconsole.tui.widgets.pane_table import PaneTable
 
 from tests.support.helpers import first_data, settle, sync, until
 
@@ -86,7 +87,7 @@ def select_history_run(app: LockConsoleApp, run_id: int) -> None:
     snap = app.snapshot
     assert snap is not None
     run = next(r for r in snap.runs if r.id == run_id)
-    table = app.query_one("#history", DataTable)
+    table = app.query_one("#history", PaneTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(run_key(run)))
 
