@@ -134,7 +134,9 @@ async def test_pg_holder_appears_and_release_ends_its_session(
             assert holder.pid == pid and holder.database == "pg"
             await release_through_modal(app, pilot, holder)
             assert "release: released" in log_text(app), log_text(app)
-            eventually(lambda: not pg_session_alive(pg_conn, pid))
+            assert eventually(lambda: not pg_session_alive(pg_conn, pid)), (
+                "the holder's session is gone"
+            )
             await refresh_until(app, pilot, lambda: shown_holder(app, job, pid) is None)
     finally:
         holder_conn.close()
@@ -164,7 +166,9 @@ async def test_mariadb_holder_appears_and_release_kills_it(
             holder = await refresh_until(app, pilot, lambda: shown_holder(app, job, conn_id))
             await release_through_modal(app, pilot, holder)
             assert "release: released" in log_text(app), log_text(app)
-            eventually(lambda: not _mysql_alive(mysql_conn, conn_id))
+            assert eventually(lambda: not _mysql_alive(mysql_conn, conn_id)), (
+                "the holder's session is gone"
+            )
     finally:
         try:
             holder_conn.close()

@@ -149,8 +149,9 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
             assert "777000111" in said, said
             app.screen.query_one(Input).value = job
             await pilot.press("enter")
-            # what the dialog said comes true: the first waiter has the lock, the rest is free
-            eventually(first.got.is_set)
+            # what the dialog said comes true: the first waiter has the lock, the rest is free.
+            # Waited for while the app runs: the release is a worker the app's loop starts.
+            await until(pilot, first.got.is_set, what="the first waiter to get the lock")
             assert not second.got.is_set()
             row = admin.execute(
                 "select count(*) from pg_locks where locktype = 'advisory' and objid = 777000111"

@@ -23,7 +23,14 @@ from lockconsole.tui.widgets.holders import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
 from tests.support.helpers import settle
-from tests.support.hostile import World, cells, hostile_world, raw_controls
+from tests.support.hostile import (
+    World,
+    cells,
+    hostile_world,
+    no_nul,
+    one_of_each_kind,
+    raw_controls,
+)
 
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")
@@ -79,10 +86,16 @@ def run(world: World, script: Any, size: tuple[int, int] = (120, 40)) -> None:
     asyncio.run(main())
 
 
+# The strings whose describe screen and release modal are opened: one of each kind (the
+# strings the console escapes the same way, tests/data/hostile_strings.json), which shows what
+# every string of the kind would; the holders pane itself is checked on every holder.
+WALKED = one_of_each_kind()
+
+
 def screen_walk(world: World, holder: Any) -> int | None:
     """The corpus string whose describe screen and release modal are opened on this holder, or
-    None: each string once, on one of the three kinds of holder in turn (string i on kind
-    i % 3), so every string and every kind go through both screens without all 81 pairs."""
+    None: each string of WALKED once, on one of the three kinds of holder in turn (the n-th on
+    kind n % 3), so every kind of string and every kind of holder go through both screens."""
     index, kind = None, -1
     if holder.key in world.my_names:
         index, kind = world.my_names.index(holder.key), 2
@@ -90,7 +103,9 @@ def screen_walk(world: World, holder: Any) -> int | None:
         index, kind = world.lease_names.index(holder.key), 1
     elif holder.pid in world.pg_pids:
         index, kind = world.strings.index(world.pg_pids[holder.pid]), 0
-    return index if index is not None and index % 3 == kind else None
+    if index is None or index not in WALKED:
+        return None
+    return index if WALKED.index(index) % 3 == kind else None
 
 
 def test_dashboard_on_every_holder_and_its_screens_on_every_string(world: World) -> None:
@@ -143,7 +158,7 @@ def test_dashboard_on_every_holder_and_its_screens_on_every_string(world: World)
             await pilot.press("escape")
             await pilot.pause()
             assert type(app.screen).__name__ != "ReleaseModal"
-        assert walked == set(range(len(world.strings))), "every string went through the screens"
+        assert walked == set(WALKED), "a string of every kind went through the screens"
 
     run(world, script)
 
@@ -157,7 +172,11 @@ def test_screens_log_and_notifications(world: World) -> None:
         await settle(app, pilot)
         assert type(app.screen).__name__ == "DuplicatesScreen"
         groups = app.screen.query_one("#groups", DataTable)
-        for row in range(min(groups.row_count, 26)):
+        # the groups of one string of each kind (a group's key is the string, NUL taken out)
+        walked = {no_nul(world.strings[i]) for i in WALKED}
+        rows = [i for i, g in enumerate(app.screen.groups) if g.key[0] in walked]
+        assert len(rows) == len(WALKED), "a duplicate group of each kind of string"
+        for row in rows:
             groups.move_cursor(row=row)
             await pilot.press("enter")
             await settle(app, pilot)
@@ -210,6 +229,10 @@ def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -
         view.focus()
         tall = [i for i, r in enumerate(view.model.rows) if r.holder and r.holder.query]
         assert len(tall) >= 20, "the PostgreSQL sessions, with their query text"
+        # the world's sessions of one string of each kind (the longest query among them)
+        walked = {world.strings[i] for i in WALKED}
+        tall = [i for i in tall if world.pg_pids.get(view.model.rows[i].holder.pid) in walked]
+        assert len(tall) == len(WALKED), "a session of each kind of string"
         for index in tall:
             view._move(index)
             await pilot.press("x")
