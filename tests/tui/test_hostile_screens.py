@@ -174,7 +174,8 @@ def test_screens_log_and_notifications(world: World) -> None:
         groups = app.screen.query_one("#groups", DataTable)
         # the groups of one string of each kind (a group's key is the string, NUL taken out)
         walked = {no_nul(world.strings[i]) for i in WALKED}
-        rows = [i for i, g in enumerate(app.screen.groups) if g.key[0] in walked]
+        screen: Any = app.screen  # a DuplicatesScreen (asserted above)
+        rows = [i for i, g in enumerate(screen.groups) if g.key[0] in walked]
         assert len(rows) == len(WALKED), "a duplicate group of each kind of string"
         for row in rows:
             groups.move_cursor(row=row)
@@ -223,6 +224,13 @@ def test_screens_log_and_notifications(world: World) -> None:
     run(world, script)
 
 
+def pid_of(view: HoldersView, index: int) -> int:
+    """The pid of the holder on the view's row `index` (a row with a holder)."""
+    holder = view.model.rows[index].holder
+    assert holder is not None and holder.pid is not None
+    return int(holder.pid)
+
+
 def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -> None:
     async def script(app: LockConsoleApp, pilot: Any) -> None:
         view = app.query_one(HoldersView)
@@ -231,7 +239,7 @@ def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -
         assert len(tall) >= 20, "the PostgreSQL sessions, with their query text"
         # the world's sessions of one string of each kind (the longest query among them)
         walked = {world.strings[i] for i in WALKED}
-        tall = [i for i in tall if world.pg_pids.get(view.model.rows[i].holder.pid) in walked]
+        tall = [i for i in tall if world.pg_pids.get(pid_of(view, i)) in walked]
         assert len(tall) == len(WALKED), "a session of each kind of string"
         for index in tall:
             view._move(index)
