@@ -48,7 +48,7 @@ def one_of_each_kind() -> list[int]:
     """The index of one corpus string of each `kind` (the strings the console escapes the same
     way): the longest of the kind, which has the most of it to show."""
     best: dict[str, tuple[int, int]] = {}
-    for i, item in enumerate(json.loads(DATA.read_text(encoding="utf-8"))["strings"]):
+    for i, item in enumerate(json.loads(STRINGS.read_text(encoding="utf-8"))["strings"]):
         size = len(item["text"]) if "text" in item else len(item["repeat"]) * item["times"]
         if item["kind"] not in best or size > best[item["kind"]][0]:
             best[item["kind"]] = (size, i)
