@@ -25,15 +25,16 @@ TEST_WORKERS ?= 0
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The unit tier: pure tests, no server (the `unit` mark, set by tests/conftest.py), on two
-# pytest-xdist workers a test at a time (they share nothing), under a minute on two cores.
+# The unit tier: tests/unit, pure code, no server (tests/unit/conftest.py refuses every server
+# fixture), on two pytest-xdist workers a test at a time (they share nothing), under a minute.
 UNIT_WORKERS ?= 2
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -m unit -n $(UNIT_WORKERS) --dist load $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit -n $(UNIT_WORKERS) --dist load $(PYTEST_ARGS)
 
 # The ledger, time and schedule tests again in a zone far from UTC (+13:45, with DST): a time
 # stored or compared in local time instead of UTC passes under TZ=UTC and fails here.
-ZONE_TESTS = tests/test_ledger.py tests/test_times.py tests/test_slots.py tests/test_dst.py tests/test_cron.py
+ZONE_TESTS = tests/integration/test_ledger.py tests/unit/text/test_times.py tests/unit/model/test_slots.py \
+             tests/integration/test_dst.py tests/unit/model/test_cron.py
 test-zones: $(STAMP)
 	TZ=Pacific/Chatham $(BIN)/python -m pytest $(ZONE_TESTS) -k 'not long_messages' $(PYTEST_ARGS)
 

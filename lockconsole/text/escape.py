@@ -17,7 +17,7 @@ __all__ = ["has_unsafe", "printable", "printable_lines"]
 # Zl and Zp (U+2028 LINE and U+2029 PARAGRAPH SEPARATOR, which some terminals and log viewers
 # break lines on) and Cs (lone surrogates, from bytes decoded with surrogateescape). Written out
 # rather than built from `unicodedata` at import (a scan of 1.1 million code points costs the
-# run path ~0.3 s); tests/test_safe_text.py checks it against the running Python's tables.
+# run path ~0.3 s); tests/unit/text/test_safe_text.py checks it against the running Python's tables.
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"

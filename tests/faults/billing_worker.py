@@ -22,6 +22,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from lockconsole.api import run_once
 from lockconsole.backends.connect import connect
@@ -41,7 +42,7 @@ def _skew_clock(seconds: float) -> None:
     def skewed() -> datetime:
         return real() + timedelta(seconds=seconds)
 
-    slots.utcnow = runner.utcnow = attempt.utcnow = skewed  # type: ignore[assignment]
+    slots.utcnow = runner.utcnow = attempt.utcnow = skewed
 
 
 def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, counts: dict) -> None:
@@ -91,8 +92,8 @@ def _claim_retrying(db: AppDatabase, table: str, row: dict) -> bool:
     return db.claim(table, row)
 
 
-def attempt_once(config, job, instance, table, slot, tenants, delay, conn) -> tuple[object, dict]:
-    counts = {"charged": 0, "blocked": 0}
+def attempt_once(config, job, instance, table, slot, tenants, delay, conn) -> tuple[Any, dict]:
+    counts: dict[str, Any] = {"charged": 0, "blocked": 0}
     guard = run_once(job, config=config, instance=instance, slot=slot)
     try:
         with guard as attempt:

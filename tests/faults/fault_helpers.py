@@ -15,29 +15,20 @@ from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
 
-from barrier import Barrier
-from helpers import wait_for as wait_for  # re-exported: fault tests import it from here
+from tests.support.barrier import Barrier
+from tests.support.config import job_toml, write_toml
+from tests.support.helpers import (
+    wait_for as wait_for,  # re-exported: fault tests import it from here
+)
+from tests.support.settings import CLOCKSHIM, ROOT
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 WORKER = HERE / "billing_worker.py"
 
 
-def job_config(path: Path, url: str, job: str, strategy: str, **extra: object) -> Path:
-    """A one-job lockconsole.toml; extra keys go into the job's table as TOML values."""
-    lines = [
-        "[databases.main]",
-        f"url = {json.dumps(url)}",
-        f"[jobs.{job}]",
-        'database = "main"',
-        f'strategy = "{strategy}"',
-        'schedule = "* * * * *"',
-    ]
-    for k, v in extra.items():
-        value = json.dumps(v) if isinstance(v, str) else str(v).lower()
-        lines.append(f"{k} = {value}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+def job_config(path: Path, url: str, job: str, strategy: str, **extra: Any) -> Path:
+    """A one-job lockconsole.toml firing every minute; extra keys go into the job's table."""
+    return write_toml(path, job_toml(url, job, strategy=strategy, schedule="* * * * *", **extra))
 
 
 def worker_env() -> dict[str, str]:
@@ -60,8 +51,8 @@ def start_worker(
     """The billing worker as a process; with `barrier`, it pauses at the barrier's points (the
     run path's fault points, and the worker's own `charged_<n>`: n tenants charged)."""
     env = worker_env()
-    if clock_shift:  # this instance's wall clock runs off (tests/clockshim)
-        env["PYTHONPATH"] = str(ROOT / "tests" / "clockshim") + os.pathsep + env["PYTHONPATH"]
+    if clock_shift:  # this instance's wall clock runs off (tests/support/clockshim)
+        env["PYTHONPATH"] = str(CLOCKSHIM) + os.pathsep + env["PYTHONPATH"]
         env["LOCKCONSOLE_TEST_CLOCK_SHIFT"] = str(clock_shift)
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(config), job, instance, table, *args],

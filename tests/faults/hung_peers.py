@@ -1,5 +1,6 @@
 """The soak's hung peers: some instances reach PostgreSQL through a TCP peer of the test's own
-(tests/tcp_proxy.py) that the soak's fault injector can hang while the instance holds the lock.
+(tests/support/tcp_proxy.py) that the soak's fault injector can hang while the instance holds
+the lock.
 
 A hang keeps every connection of that instance open, takes its bytes and forwards nothing
 either way (a hung sidecar, pooler or NAT box); half of the hangs also end the holder's session
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lockconsole.model.jobs import Run
 
-from tcp_proxy import SwitchableProxy
+from tests.support.tcp_proxy import SwitchableProxy
 
 
 def through(url: str, port: int) -> str:
@@ -71,7 +72,7 @@ class HungPeers:
         """The instances whose peer is not hung right now."""
         return set(self.names) - set(self._resume_at)
 
-    def hang(self, name: str, pid: int, at: datetime, pg_conn, now: float) -> Hang:  # type: ignore[no-untyped-def]
+    def hang(self, name: str, pid: int, at: datetime, pg_conn, now: float) -> Hang:
         """Hang `name`'s peer, seen holding the lock at `at` with its session `pid`; maybe end
         that session too."""
         self.proxies[name].stall()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from helpers import mysql_connect
+from tests.support.helpers import mysql_connect
 
 
 @contextmanager

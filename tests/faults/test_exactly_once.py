@@ -23,8 +23,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from barrier import Barrier
-from fault_helpers import ROOT, job_config, runs_of, wait_for
+from tests.faults.fault_helpers import ROOT, job_config, runs_of, wait_for
+from tests.support.barrier import Barrier
+from tests.support.cli import CliResult, run_cli
 
 SLOT = "2030-01-01T03:00:00+00:00"
 CASES = [("pg-session", "pg"), ("pg-xact", "pg"), ("mysql", "mysql"), ("lease", "pg")]
@@ -131,7 +132,7 @@ def _config(tmp_path: Path, url: str, job: str, strategy: str, uid: str) -> Path
 
 @pytest.mark.parametrize("point", ["finish_before_check", "finish_before_record"])
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, which, point):  # type: ignore[no-untyped-def]
+def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, which, point):
     """The job ended; the lock is lost and another instance takes the slot over before the
     first records its outcome (before its last check, or between the check and the write)."""
     url, conn, dialect = db(which)
@@ -151,13 +152,14 @@ def test_a_lost_lock_is_never_recorded_as_success(db, tmp_path, uid, strategy, w
     runs = {r.instance: r for r in runs_of(config, job) if r.outcome != "skipped"}
     assert runs["web-1"].outcome == "lock_lost" and runs["web-2"].outcome == "succeeded"
     assert runs["web-1"].exit_code == 0  # the job's own exit code is kept
-    assert runs["web-1"].finished_at >= runs["web-2"].started_at  # its real end: an overlap
+    ended, began = runs["web-1"].finished_at, runs["web-2"].started_at
+    assert ended is not None and ended >= began  # its real end: an overlap
 
 
 @pytest.mark.parametrize(("strategy", "which"), [c for c in CASES if c[0] != "lease"])
 def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
     db, tmp_path, uid, strategy, which
-):  # type: ignore[no-untyped-def]
+):
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -171,13 +173,12 @@ def test_a_terminated_session_alone_is_lock_lost_without_log_noise(
     assert "error ignored" not in err and "Pipeline" not in err, err
 
 
-def _check(config: Path) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "lockconsole", "check", "--no-duplicates", "-o", "tsv"]
-    return subprocess.run(argv, env=_env(config), capture_output=True, text=True, timeout=120)
+def _check(config: Path) -> CliResult:
+    return run_cli(None, "check", "--no-duplicates", "-o", "tsv", env=_env(config))
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
+def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid, strategy, which):
     url, conn, dialect = db(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, url, job, strategy, uid)
@@ -201,7 +202,7 @@ def test_check_closes_abandoned_attempts_but_never_a_live_run(db, tmp_path, uid,
 
 
 @pytest.fixture
-def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no-untyped-def]
+def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):
     """which -> (URL of a role that may SELECT and INSERT the ledger but not UPDATE it, and may
     use the lease table; the admin URL of the same database). On MariaDB a database of its own:
     every account may do anything in `test`."""
@@ -229,13 +230,13 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
             cur.execute(f"GRANT SELECT, INSERT ON `{schema}`.lockconsole_runs TO '{role}'@'{host}'")
             cur.execute(f"GRANT SELECT ON `{schema}`.lockconsole_controls TO '{role}'@'{host}'")
 
-    def url(which: str) -> tuple[str, str]:
+    def role_url(which: str) -> tuple[str, str]:
         parts = urlsplit(admin[which])
         port = f":{parts.port}" if parts.port else ""
         login = f"{role}:pw{uid}" if which == "mysql" else role
         return urlunsplit(parts._replace(netloc=f"{login}@{parts.hostname}{port}")), admin[which]
 
-    yield url
+    yield role_url
     pg_conn.execute(f"revoke all on lockconsole_runs from {role}")
     pg_conn.execute(f"revoke all on lockconsole_controls from {role}")
     pg_conn.execute(f"revoke all on sequence lockconsole_runs_id_seq from {role}")
@@ -250,7 +251,7 @@ def insert_only(pg_url, pg_conn, mysql_url, mysql_conn, uid):  # type: ignore[no
 
 
 @pytest.mark.parametrize(("strategy", "which"), CASES)
-def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy, which):  # type: ignore[no-untyped-def]
+def test_a_ledger_that_cannot_update_refuses_the_run(insert_only, tmp_path, uid, strategy, which):
     limited, admin = insert_only(which)
     job = f"eo_{uid}"
     config = _config(tmp_path, limited, job, strategy, uid)

@@ -15,8 +15,7 @@ import pytest
 
 from lockconsole.engine import faultpoints as fp
 
-from barrier import Barrier
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     acquired_run,
     create_invoices,
     duplicate_invoices,
@@ -27,8 +26,9 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
-from helpers import unavailable
-from tcp_proxy import SwitchableProxy
+from tests.support.barrier import Barrier
+from tests.support.helpers import unavailable
+from tests.support.tcp_proxy import SwitchableProxy
 
 SLOT = "2030-01-01T02:00:00+00:00"
 TENANTS = 8
@@ -37,7 +37,7 @@ SLOW = ("--tenants", str(TENANTS), "--delay", "0.25", "--slot", SLOT)
 
 
 @pytest.fixture
-def setting(request, pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
+def setting(request, pg_url, pg_conn, uid, tmp_path):
     """(config path, job, invoices table, a connection to read invoices, dialect) for a strategy."""
 
     def make(strategy: str, db: str = "pg", **extra: object) -> tuple[Path, str, str, Any, str]:
@@ -78,7 +78,8 @@ def _assert_every_tenant_once(conn: Any, dialect: str, table: str) -> list[tuple
     return rows
 
 
-def _kill_session(conn: Any, dialect: str, session_id: int) -> None:
+def _kill_session(conn: Any, dialect: str, session_id: int | None) -> None:
+    assert session_id is not None, "the holder has no session"
     if dialect == "mysql":
         with conn.cursor() as cur:
             cur.execute(f"KILL CONNECTION {int(session_id)}")
@@ -167,7 +168,7 @@ def test_holder_process_kill9_mid_run(setting, strategy: str, db: str, tmp_path:
         assert len(runs) == 2
 
 
-def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:
     """The holder's TCP connection is cut (a proxy we own): the server ends the session and
     frees the lock; the holder's watchdog reports lock_lost; the next instance takes over.
     The proxy also shows the pooler guard: pg-session needs allow_pooler = true through it."""
@@ -222,7 +223,7 @@ def test_network_drop_mid_run(pg_url, pg_conn, uid, tmp_path) -> None:  # type: 
 
 
 @pytest.fixture
-def own_pg(own_postgres):  # type: ignore[no-untyped-def]
+def own_pg(own_postgres):
     """(URL, restart) of the session's own embedded PostgreSQL (never the shared one)."""
     return own_postgres.url, own_postgres.restart
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from barrier import Barrier
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     acquired_run,
     create_invoices,
     duplicate_invoices,
@@ -18,16 +17,17 @@ from fault_helpers import (
     start_worker,
     wait_for,
 )
+from tests.support.barrier import Barrier
 
 SLOT = "2030-01-01T02:00:00+00:00"
 
 
 @pytest.fixture
-def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
+def lease(pg_url, pg_conn, uid, tmp_path):
     table = f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
 
-    def make(**extra: object):  # type: ignore[no-untyped-def]
+    def make(**extra: object):
         extra.setdefault("lease_table", f"shedlock_{uid}")
         config = job_config(
             tmp_path / "lockconsole.toml", pg_url, f"billing_{uid}", "lease", **extra
@@ -39,7 +39,7 @@ def lease(pg_url, pg_conn, uid, tmp_path):  # type: ignore[no-untyped-def]
     pg_conn.execute(f"drop table if exists shedlock_{uid}")
 
 
-def test_skewed_app_clock_does_not_matter(lease, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_skewed_app_clock_does_not_matter(lease, tmp_path) -> None:
     """An instance whose clock runs an hour ahead still sees the lease held (DB clock)."""
     config, job, table = lease(max_duration="10m", watchdog_interval=0.1)
     # web-1 holds the lease, paused after its first charge, until the skewed workers are done
@@ -61,7 +61,7 @@ def test_skewed_app_clock_does_not_matter(lease, tmp_path) -> None:  # type: ign
 
 
 @pytest.mark.parametrize("once_per_slot", [False, True])
-def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_per_slot) -> None:  # type: ignore[no-untyped-def]
+def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_per_slot) -> None:
     """A 0.1 s job with min_hold = 10m: an instance firing late (clock 1 s behind) skips, even
     without the ledger's once_per_slot check (ShedLock's lockAtLeastFor alone). The hold is far
     longer than a loaded machine takes to start the late instance."""
@@ -88,7 +88,7 @@ def test_min_hold_guards_a_short_job_from_a_late_scheduler(lease, pg_conn, once_
     assert until.fetchone()[0].total_seconds() == pytest.approx(600, abs=0.05)
 
 
-def test_overrun_past_max_duration_is_taken_over(lease, pg_url, pg_conn) -> None:  # type: ignore[no-untyped-def]
+def test_overrun_past_max_duration_is_taken_over(lease, pg_url, pg_conn) -> None:
     """A job outlives its 2 s lease; a second instance takes over with a higher token; the late
     writer (the first) keeps writing a while with its lower token until its watchdog sees it;
     the unique key lets every tenant be charged once."""

@@ -34,7 +34,7 @@ SLOT = "2030-01-01T02:00:00+00:00"
 
 
 @pytest.fixture
-def crash_db(own_postgres, uid: str):  # type: ignore[no-untyped-def]
+def crash_db(own_postgres, uid: str):
     """(server, URL of a database of this test's own on it)."""
     name = f"crash_{uid}"
     with psycopg.connect(own_postgres.url, autocommit=True) as admin:
@@ -60,7 +60,7 @@ def _config(path: Path, url: str, uid: str, strategy: str, commit: str) -> Path:
     return path
 
 
-def _row(url: str, run_id: int) -> tuple[Any, ...] | None:
+def _row(url: str, run_id: int | None) -> tuple[Any, ...] | None:
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute(
             "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", (run_id,)
@@ -101,7 +101,7 @@ def test_outcome_across_a_crash(crash_db, strategy: str, commit: str, uid: str, 
             else:  # the next attempt of the slot closes it as abandoned and runs the slot again
                 assert again.acquired
         if strategy != "lease":
-            assert _row(url, run_id)[0] == "lock_lost"  # type: ignore[index]
+            assert _row(url, run_id)[0] == "lock_lost"
 
 
 @pytest.mark.parametrize("commit", ["durable", "async"])
@@ -120,10 +120,10 @@ def test_acquired_row_is_flushed_before_the_job_starts(
         server.crash()
         assert _row(url, run.run.id) == ("acquired", None)
         attempt.__exit__(None, None, None)  # the session died with the server: lock_lost
-    assert _row(url, run.run.id)[0] == "lock_lost"  # type: ignore[index]
+    assert _row(url, run.run.id)[0] == "lock_lost"
 
 
-def _hold(url: str, strategy: str, key: int, table: str) -> Any:
+def _hold(url: str, strategy: str, key: Any, table: str) -> Any:
     """Another instance's hold of the job's lock: its session's advisory lock, or a lease row."""
     holder = psycopg.connect(url, autocommit=True)
     if strategy == "lease":

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401  (the fixtures)
 
 from lockconsole.engine.faultpoints import JOB_STARTED, LOCK_LOST
 
-from barrier import Barrier
-from fault_helpers import finish, runs_of, wait_for
-from helpers import mysql_connect
-from runner_helpers import lockconsole
+from tests.faults.fault_helpers import finish, runs_of, wait_for
+from tests.support.barrier import Barrier
+from tests.support.helpers import mysql_connect
+from tests.support.runner_helpers import lockconsole
 
 WATCHDOG = 1.0  # seconds between two checks of the lock
 CHECK_TIMEOUT = 0.5  # seconds one check may take (the servers here answer at once)
@@ -162,9 +161,10 @@ def test_a_lost_lock_is_noticed_within_one_watchdog_interval(
     proc = lockconsole(config, *argv, env=barrier.env(cli_env))
     barrier.wait(JOB_STARTED)  # the lock is held and watched, and the job runs
     if phase == "later":
-        assert store.checks is not None
-        before = store.checks()
-        wait_for(lambda: store.checks() != before, what="the watchdog's first check", interval=0.01)
+        checks = store.checks
+        assert checks is not None
+        before = checks()
+        wait_for(lambda: checks() != before, what="the watchdog's first check", interval=0.01)
     lost_at = _timed(store.end_lock)
     barrier.release(JOB_STARTED)
     barrier.wait(LOCK_LOST, timeout=BOUND + 60)

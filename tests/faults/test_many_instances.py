@@ -16,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from pgbouncer_fixture import pgbouncer  # noqa: F401  (the fixture)
 from psycopg import sql
 
 from lockconsole.config.urls import parse_url
 
-from fault_helpers import job_config, runs_of, worker_env
+from tests.faults.fault_helpers import job_config, runs_of, worker_env
 
 INSTANCES = 150
 CONCURRENT = 16  # processes alive at once, at most
@@ -45,7 +44,7 @@ def _attempt(config: Path, job: str, instance: str, marks: Path) -> int:
 
 @pytest.mark.slow
 def test_150_instances_through_pgbouncer_one_run_every_attempt_recorded(
-    pgbouncer: str,  # noqa: F811
+    pgbouncer: str,
     uid: str,
     tmp_path: Path,
 ) -> None:
@@ -66,7 +65,7 @@ def test_150_instances_through_pgbouncer_one_run_every_attempt_recorded(
 
 
 @pytest.fixture
-def limited_role(pg_conn, uid: str):  # type: ignore[no-untyped-def]
+def limited_role(pg_conn, uid: str):
     """A login role whose connection limit is 0: the server refuses it as out of connections."""
     role = f"lc_full_{uid}"
     pg_conn.execute(sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 0").format(sql.Identifier(role)))
@@ -74,7 +73,7 @@ def limited_role(pg_conn, uid: str):  # type: ignore[no-untyped-def]
     pg_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
-def test_out_of_connections_says_what_to_do(pg_url: str, limited_role: str, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_out_of_connections_says_what_to_do(pg_url: str, limited_role: str, uid, tmp_path) -> None:
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(pg_url)
@@ -106,7 +105,7 @@ COUNT_MYSQL = (
 
 
 @pytest.fixture
-def own_database(pg_url: str, pg_conn, uid: str):  # type: ignore[no-untyped-def]
+def own_database(pg_url: str, pg_conn, uid: str):
     """A database nobody else connects to, so every session in it is the attempt's."""
     from urllib.parse import urlsplit, urlunsplit
 
@@ -117,7 +116,7 @@ def own_database(pg_url: str, pg_conn, uid: str):  # type: ignore[no-untyped-def
 
 
 @pytest.fixture
-def own_schema(mysql_url: str, mysql_conn, uid: str):  # type: ignore[no-untyped-def]
+def own_schema(mysql_url: str, mysql_conn, uid: str):
     from urllib.parse import urlsplit, urlunsplit
 
     name = f"lc_sizing_{uid}"

@@ -30,8 +30,8 @@ import pytest
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import load_config
 
-from barrier import Barrier
-from fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
+from tests.faults.fault_helpers import ROOT, acquired_run, job_config, runs_of, wait_for
+from tests.support.barrier import Barrier
 
 
 # Each test blocks its ledger's table (LOCK TABLE) and looks for the session that waits on it:
@@ -56,7 +56,7 @@ def pg_url(pg_url: str) -> Any:
 def mysql_url(mysql_url: str) -> Any:
     import uuid
 
-    from helpers import mysql_connect
+    from tests.support.helpers import mysql_connect
 
     name = f"mg_{uuid.uuid4().hex[:8]}"
     conn = mysql_connect(mysql_url)
@@ -144,7 +144,7 @@ def _fault(fault: str, proc: subprocess.Popen, pg_conn: Any, pid: int) -> None:
 @pytest.mark.parametrize("fault", ["kill9", "terminate"])
 def test_a_fault_between_the_try_lock_and_the_record(
     pg_url, pg_conn, tmp_path, uid, fault, strategy, commit
-):  # type: ignore[no-untyped-def]
+):
     import psycopg
 
     job = f"mg_{uid}"
@@ -179,9 +179,7 @@ def test_a_fault_between_the_try_lock_and_the_record(
 @pytest.mark.parametrize("commit", ["durable", "async"])  # async waits for the acquired row
 @pytest.mark.parametrize("strategy", ["pg-session", "pg-xact"])
 @pytest.mark.parametrize("fault", ["kill9", "terminate"])
-def test_a_fault_inside_finish_and_release(  # type: ignore[no-untyped-def]
-    pg_url, pg_conn, tmp_path, uid, fault, strategy, commit
-):
+def test_a_fault_inside_finish_and_release(pg_url, pg_conn, tmp_path, uid, fault, strategy, commit):
     import psycopg
 
     job = f"mg_{uid}"
@@ -258,7 +256,7 @@ def _my_config(tmp_path: Path, url: str, job: str) -> Path:
 @pytest.mark.parametrize("fault", ["kill9", "kill_connection"])
 def test_mysql_a_fault_between_the_try_lock_and_the_record(
     mysql_url, mysql_conn, tmp_path, uid, fault
-):  # type: ignore[no-untyped-def]
+):
     import pymysql
 
     from lockconsole.config.urls import parse_url
@@ -299,7 +297,7 @@ def test_mysql_a_fault_between_the_try_lock_and_the_record(
 
 
 @pytest.mark.parametrize("fault", ["kill9", "kill_connection"])
-def test_mysql_a_fault_inside_finish_and_release(mysql_url, mysql_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+def test_mysql_a_fault_inside_finish_and_release(mysql_url, mysql_conn, tmp_path, uid, fault):
     import pymysql
 
     from lockconsole.config.urls import parse_url
@@ -350,7 +348,7 @@ def test_mysql_a_fault_inside_finish_and_release(mysql_url, mysql_conn, tmp_path
 
 
 @pytest.mark.parametrize("fault", ["kill9", "terminate"])
-def test_lease_a_fault_between_the_acquire_and_the_record(pg_url, pg_conn, tmp_path, uid, fault):  # type: ignore[no-untyped-def]
+def test_lease_a_fault_between_the_acquire_and_the_record(pg_url, pg_conn, tmp_path, uid, fault):
     import psycopg
 
     job, table = f"mg_{uid}", f"shedlock_mg_{uid}"

@@ -12,17 +12,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgbouncer_fixture import (  # noqa: F401  (the fixtures)
-    LOGS,
-    pgbouncer,
-    pgbouncer_one_server,
-    pgbouncer_session,
-)
 
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 
-from fault_helpers import job_config, runs_of, wait_for, worker_env
+from tests.faults.fault_helpers import job_config, runs_of, wait_for, worker_env
+from tests.support.pgbouncer_fixture import (
+    LOGS,
+)
 
 MARK = "import sys, time; open(sys.argv[1], 'a').write('ran\\n'); time.sleep(1)"
 
@@ -37,7 +34,7 @@ def run_cli(config: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_path) -> None:  # noqa: F811
+def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_path) -> None:
     job = f"sess_{uid}"
     config = job_config(tmp_path / "refused.toml", pgbouncer, job, "pg-session")
     proc = run_cli(config, job, "--json", "--", "true")
@@ -65,7 +62,7 @@ def test_pg_session_behind_pgbouncer_is_refused(pgbouncer, pg_conn, uid, tmp_pat
     assert "running anyway because allow_pooler = true" in err
 
 
-def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:  # noqa: F811
+def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:
     job = f"xact_{uid}"
     config = job_config(tmp_path / "xact.toml", pgbouncer, job, "pg-xact")
     marks = tmp_path / "marks"
@@ -94,7 +91,7 @@ def test_pg_xact_behind_pgbouncer_runs_once(pgbouncer, uid, tmp_path) -> None:  
 
 
 def test_a_refused_pg_xact_try_hands_its_server_connection_back_before_the_ledger(
-    pgbouncer_one_server,  # noqa: F811
+    pgbouncer_one_server,
     pg_url,
     uid,
     tmp_path,
@@ -129,7 +126,7 @@ def test_a_refused_pg_xact_try_hands_its_server_connection_back_before_the_ledge
 
 
 def test_orphaned_session_lock_is_stale_and_released_by_the_console(
-    pgbouncer,  # noqa: F811
+    pgbouncer,
     uid,
     tmp_path,
 ) -> None:
@@ -143,9 +140,9 @@ def test_orphaned_session_lock_is_stale_and_released_by_the_console(
         )
     )
     client = psycopg.connect(pgbouncer, autocommit=True, prepare_threshold=None)
-    got, server_pid = client.execute(
-        "select pg_try_advisory_lock(%s), pg_backend_pid()", (key,)
-    ).fetchone()
+    row = client.execute("select pg_try_advisory_lock(%s), pg_backend_pid()", (key,)).fetchone()
+    assert row is not None
+    got, server_pid = row
     client.close()  # the client is gone; the lock stays on the pooled server connection
     assert got
     with Console(config) as console:
@@ -159,7 +156,7 @@ def test_orphaned_session_lock_is_stale_and_released_by_the_console(
 
 
 @pytest.mark.parametrize("allow", [False])
-def test_pooler_alert_without_allow_pooler(pgbouncer, uid, tmp_path, allow) -> None:  # noqa: F811
+def test_pooler_alert_without_allow_pooler(pgbouncer, uid, tmp_path, allow) -> None:
     job = f"warn_{uid}"
     config = load_config(str(job_config(tmp_path / "w.toml", pgbouncer, job, "pg-session")))
     with Console(config, read_only=True) as console:
@@ -168,7 +165,7 @@ def test_pooler_alert_without_allow_pooler(pgbouncer, uid, tmp_path, allow) -> N
 
 
 def test_pg_session_behind_session_pooling_is_retried_and_runs(
-    pgbouncer_session,  # noqa: F811
+    pgbouncer_session,
     pg_conn,
     uid,
     tmp_path,

@@ -21,14 +21,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hung_peers import SLACK, HungPeers, hang_lines, hang_summary, hung_attempt
-
 from lockconsole.config.loader import load_config
 from lockconsole.console.facade import Console
 from lockconsole.console.snapshot.reports import overlap_seconds
 from lockconsole.model.jobs import Run
 
-from fault_helpers import (
+from tests.faults.fault_helpers import (
     create_invoices,
     duplicate_invoices,
     invoices,
@@ -36,6 +34,7 @@ from fault_helpers import (
     runs_of,
     start_worker,
 )
+from tests.faults.hung_peers import SLACK, HungPeers, hang_lines, hang_summary, hung_attempt
 
 LONG = os.environ.get("LOCKCONSOLE_SOAK", "").lower() == "long"
 SLOTS = 500 if LONG else 60
@@ -131,13 +130,13 @@ class Fleet:
         errs = self.errs.setdefault(name, deque(maxlen=20))
 
         def out() -> None:
-            for line in proc.stdout:  # type: ignore[union-attr]
+            for line in proc.stdout:
                 if name in HUNG_PEERS and "stopped_at" in line:
                     stop = json.loads(line)
                     self.stops[stop["run_id"]] = stop["stopped_at"]
 
         def err() -> None:
-            for line in proc.stderr:  # type: ignore[union-attr]
+            for line in proc.stderr:
                 errs.append(line.rstrip())
                 if "no answer within" in line:
                     with self.lock:
@@ -179,7 +178,7 @@ HOLDERS = (
 )
 
 
-def inject_faults(  # type: ignore[no-untyped-def]
+def inject_faults(
     fleet: Fleet, peers: HungPeers, pg_conn, job: str, stop: threading.Event, done: dict
 ) -> None:
     """Every 0.4-1.2 s one fault on the lock's holder: its session terminated, its process
@@ -216,7 +215,7 @@ def inject_faults(  # type: ignore[no-untyped-def]
     peers.resume_all()
 
 
-def _holders_within(pg_conn, pattern: tuple[str], stop: threading.Event, seconds: float):  # type: ignore[no-untyped-def]
+def _holders_within(pg_conn, pattern: tuple[str], stop: threading.Event, seconds: float):
     """The lock's holders once there is one, looked for every 10 ms for up to `seconds`: a
     short job on a fast machine holds its lock for a small part of each slot."""
     deadline = time.monotonic() + seconds
@@ -228,7 +227,7 @@ def _holders_within(pg_conn, pattern: tuple[str], stop: threading.Event, seconds
     return []
 
 
-def _hang_a_holder(  # type: ignore[no-untyped-def]
+def _hang_a_holder(
     peers: HungPeers, pg_conn, pattern: tuple[str], stop: threading.Event, mid_job: bool
 ):
     """Wait (up to 3 s) for an instance behind a free peer to hold the lock while its job runs
@@ -318,7 +317,7 @@ def assert_exactly_once(counts: dict[str, int], dupes: int, faults: dict[str, in
     assert sum(faults.values()) >= 3
 
 
-def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_soak(pg_url, pg_conn, uid, tmp_path) -> None:
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
     knobs = {"watchdog_interval": WATCHDOG, "lock_check_timeout": LOCK_CHECK_TIMEOUT}

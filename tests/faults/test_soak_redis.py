@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import redis
-from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401
-from test_soak import INSTANCES, SLOTS, Fleet, assert_exactly_once, race, tally
 
-from fault_helpers import create_invoices, duplicate_invoices, invoices, runs_of
+from tests.faults.fault_helpers import create_invoices, duplicate_invoices, invoices, runs_of
+from tests.faults.test_soak import INSTANCES, SLOTS, Fleet, assert_exactly_once, race, tally
 
 REPORT = Path(__file__).with_name("last_soak_redis.txt")
 
@@ -34,7 +33,7 @@ def inject_faults(
             done["kill -9"] += 1
 
 
-def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_soak_redis(pg_url, pg_conn, redis_url, uid, tmp_path) -> None:
     job, table = f"billing_{uid}", f"invoices_{uid}"
     create_invoices(pg_conn, "postgresql", table)
     config = tmp_path / "lockconsole.toml"

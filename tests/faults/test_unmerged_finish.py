@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_fixture import redis_server_fixture, redis_url_fixture  # noqa: F401  (the fixtures)
-from row_locks import (
+
+from lockconsole.model.jobs import Run
+
+from tests.faults.fault_helpers import acquired_run, finish, runs_of, wait_for
+from tests.faults.row_locks import (
     MY_POLL,
     my_query,
     my_row_locked,
@@ -37,13 +40,9 @@ from row_locks import (
     pg_row_locked,
     pg_writes_waiting,
 )
-
-from lockconsole.model.jobs import Run
-
-from barrier import Barrier
-from fault_helpers import acquired_run, finish, runs_of, wait_for
-from helpers import mysql_connect
-from runner_helpers import lockconsole
+from tests.support.barrier import Barrier
+from tests.support.helpers import mysql_connect
+from tests.support.runner_helpers import lockconsole
 
 SLOT = "2030-01-01T03:00:00+00:00"
 BEFORE_CHECK = "finish_before_check"  # the job ended; the lock is not checked yet

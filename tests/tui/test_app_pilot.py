@@ -19,7 +19,7 @@ from textual.widgets import Input, RichLog, Static
 
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.config.urls import parse_url
-from lockconsole.console.facade import Console, ReadOnlyError
+from lockconsole.console.facade import ReadOnlyError
 from lockconsole.model.views import Holder
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.palette import ActionsProvider
@@ -28,9 +28,9 @@ from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import mysql_connect, settle, sync, unavailable
-from helpers import wait_for as eventually
-from tcp_proxy import SwitchableProxy
+from tests.support.helpers import mysql_connect, settle, sync, unavailable
+from tests.support.helpers import wait_for as eventually
+from tests.support.tcp_proxy import SwitchableProxy
 
 SIZE = (100, 30)
 
@@ -60,19 +60,6 @@ database = "my"
 strategy = "mysql"
 """
     return parse_config(text, "test.toml", {})
-
-
-@pytest.fixture
-def make_console() -> Iterator[Callable[..., Console]]:
-    made: list[Console] = []
-
-    def make(config: Config, **kwargs: Any) -> Console:
-        made.append(Console(config, **kwargs))
-        return made[-1]
-
-    yield make
-    for console in made:
-        console.close()
 
 
 async def refresh_until(
@@ -147,7 +134,9 @@ async def test_pg_holder_appears_and_release_ends_its_session(
             assert holder.pid == pid and holder.database == "pg"
             await release_through_modal(app, pilot, holder)
             assert "release: released" in log_text(app), log_text(app)
-            eventually(lambda: not pg_session_alive(pg_conn, pid))
+            assert eventually(lambda: not pg_session_alive(pg_conn, pid)), (
+                "the holder's session is gone"
+            )
             await refresh_until(app, pilot, lambda: shown_holder(app, job, pid) is None)
     finally:
         holder_conn.close()
@@ -177,7 +166,9 @@ async def test_mariadb_holder_appears_and_release_kills_it(
             holder = await refresh_until(app, pilot, lambda: shown_holder(app, job, conn_id))
             await release_through_modal(app, pilot, holder)
             assert "release: released" in log_text(app), log_text(app)
-            eventually(lambda: not _mysql_alive(mysql_conn, conn_id))
+            assert eventually(lambda: not _mysql_alive(mysql_conn, conn_id)), (
+                "the holder's session is gone"
+            )
     finally:
         try:
             holder_conn.close()

@@ -28,7 +28,7 @@ from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import eventually, mysql_connect, sync, until
+from tests.support.helpers import eventually, mysql_connect, sync, until
 
 SIZE = (160, 40)
 
@@ -91,7 +91,7 @@ def closing() -> Iterator[list[Any]]:
             pass
 
 
-def waiting_pids(admin: Any, key: int) -> list[int]:
+def waiting_pids(admin: Any, key: Any) -> list[int]:
     rows = admin.execute(
         "select pid from pg_locks where locktype = 'advisory' and not granted "
         "and ((classid::bigint << 32) | objid::bigint) = %s "
@@ -133,7 +133,7 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
                 pilot,
                 lambda: (
                     (h := shown_holder(app, job)) is not None
-                    and len([w for w in app.snapshot.holders if not w.granted]) >= 2  # type: ignore[union-attr]
+                    and len([w for w in app.snapshot.holders if not w.granted]) >= 2
                     and h
                 ),
                 what="the holder and its two waiters",
@@ -149,8 +149,9 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
             assert "777000111" in said, said
             app.screen.query_one(Input).value = job
             await pilot.press("enter")
-            # what the dialog said comes true: the first waiter has the lock, the rest is free
-            eventually(first.got.is_set)
+            # what the dialog said comes true: the first waiter has the lock, the rest is free.
+            # Waited for while the app runs: the release is a worker the app's loop starts.
+            await until(pilot, first.got.is_set, what="the first waiter to get the lock")
             assert not second.got.is_set()
             row = admin.execute(
                 "select count(*) from pg_locks where locktype = 'advisory' and objid = 777000111"

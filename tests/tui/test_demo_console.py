@@ -18,9 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import Terminal, unavailable, wait_for
+from tests.support.helpers import Terminal, unavailable, wait_for
+from tests.support.settings import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 NIGHT = 20  # the demo's default night: billing takes a quarter of it, the lock is free after
 
 

@@ -37,7 +37,7 @@ from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW, make_run
 from tools.sample_console import SampleConsole
 
-from helpers import first_data, settle, sync, until
+from tests.support.helpers import first_data, settle, sync, until
 
 JOBS = 200
 INSTANCES = 50
@@ -142,7 +142,7 @@ async def test_the_refresh_worker_lays_the_panes_out_and_a_filter_typed_meanwhil
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    app_module.build_panes = spy  # type: ignore[assignment]
+    app_module.build_panes = spy
     try:
         async with app.run_test(size=SIZE) as pilot:
             await first_data(app, pilot)
@@ -159,7 +159,7 @@ async def test_the_refresh_worker_lays_the_panes_out_and_a_filter_typed_meanwhil
             assert jobs.row_keys == ["fleet_007"], jobs.row_count
             assert board.panes.view.text_filter == "fleet_007"
     finally:
-        app_module.build_panes = real  # type: ignore[assignment]
+        app_module.build_panes = real
 
 
 @sync

@@ -1,6 +1,6 @@
 """The real `lockconsole` console in a real terminal (tmux) over a PostgreSQL that hangs.
 
-The database is reached through a loopback proxy of the test's own (tests/tcp_proxy.py). Its
+The database is reached through a loopback proxy of the test's own (tests/support/tcp_proxy.py). Its
 `hang()` is the instant of the hang: from then on every connection, open or new, is kept open
 and never answered. The screen is read with `tmux capture-pane -p` and must show, within the
 console's own timeouts, that the data is no longer ok; then that the database is down and how
@@ -25,10 +25,10 @@ from lockconsole.console.waits import budget_of
 from lockconsole.tui.app import AGES_EVERY
 from lockconsole.tui.freshness import SLACK
 
-from helpers import Tmux, unavailable
-from tcp_proxy import SwitchableProxy, proxied
+from tests.support.helpers import Tmux, unavailable
+from tests.support.settings import ROOT
+from tests.support.tcp_proxy import SwitchableProxy, proxied
 
-ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 160, 40
 REFRESH = 1.0
 LOAD = 2.0  # seconds of slack for a machine busy with other tests (two shared cores)

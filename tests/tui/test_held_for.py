@@ -30,7 +30,7 @@ from lockconsole.tui.widgets.holders.facts import held_since_text
 from lockconsole.tui.widgets.holders.rows import HolderRow
 from lockconsole.tui.widgets.holders.view import HoldersView
 
-from helpers import DEADLINE, mysql_connect, sync, until
+from tests.support.helpers import DEADLINE, mysql_connect, sync, until
 
 SIZE = (140, 36)
 IDLE = '[console]\nidle_threshold = "2s"\n'
@@ -137,14 +137,16 @@ async def test_a_keep_alive_query_resets_neither_for_nor_the_stale_timer(
             assert h is not None
             now = datetime.now(UTC)
             assert now - since > timedelta(seconds=3)  # FOR grew across the keep-alives
-            assert now - h.state_since < timedelta(seconds=3)  # type: ignore[operator]
+            assert h.state_since is not None and now - h.state_since < timedelta(seconds=3)
             stale = await until(
                 pilot,
                 lambda: (x := holder(app, job)) is not None and x.stale,
                 what="the holder stale by the rule",
             )
             assert "holding the lock at least" in stale and "no running run" in stale, stale
-            text = held_since_text(holder(app, job))  # type: ignore[arg-type]
+            h = holder(app, job)
+            assert h is not None
+            text = held_since_text(h)
             assert text is not None and text.startswith("at least since"), text
             # a lower bound, and why: the first sighting, or the idle session's last statement
             assert "first saw it" in text or "last statement ended" in text, text
@@ -203,7 +205,7 @@ async def test_mariadb_an_idle_holder_is_stale_and_hidden_holders_are_said(
                 text = "".join(line.text for line in app.query_one("#log", RichLog).lines)
                 return "".join(text.split())
 
-            notes = app.snapshot.notes  # type: ignore[union-attr]
+            notes = app.snapshot.notes
             if not visible:  # the server hides other sessions' GET_LOCK names
                 assert any("only configured job names are checked" in n for _, n in notes), notes
             if notes:  # whatever a database cannot show, the console says so

@@ -23,7 +23,7 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.older_runs import PAGE, parse_filter
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
+from tests.support.helpers import sync, until
 
 SIZE = (160, 50)
 
@@ -107,9 +107,10 @@ async def test_filter_words_and_older_pages_on_a_filled_ledger(own_database: str
             seen = len(_history(app))
             for page in (1, 2):
                 await pilot.press("m")
+                wanted_rows = seen + PAGE
                 await until(
                     pilot,
-                    lambda n=seen: len(_history(app)) >= n + PAGE,
+                    lambda: len(_history(app)) >= wanted_rows,  # noqa: B023  (awaited here)
                     what=f"older page {page}",
                 )
                 rows = _history(app)
@@ -123,5 +124,5 @@ async def test_filter_words_and_older_pages_on_a_filled_ledger(own_database: str
             }
             starts = [r.started_at for r in older]
             assert starts == sorted(starts, reverse=True), "each page further back"
-            page = min(r.started_at for r in snap.runs if wanted.keeps(r))
-            assert min(starts) < page - timedelta(hours=5), "past the snapshot's page"
+            oldest = min(r.started_at for r in snap.runs if wanted.keeps(r))
+            assert min(starts) < oldest - timedelta(hours=5), "past the snapshot's page"

@@ -31,9 +31,9 @@ from lockconsole.config.loader import load_config
 from lockconsole.model.jobs import Run
 from lockconsole.text.times import clock
 
-from helpers import CI, Tmux, wait_for
+from tests.support.helpers import CI, Tmux, wait_for
+from tests.support.settings import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ACTOR = f"{getpass.getuser()}@{socket.gethostname()}"
 WIDTH, HEIGHT = 220, 60
 REFRESH = "1s"

@@ -1,7 +1,7 @@
-"""Every console pane, screen and modal on hostile data (tests/hostile.py, real servers): the
-bytes the driver would write to the terminal hold no control sequence but the console's own
-(colours and cursor moves), the data shows as visible escapes, and the holders' key and PID
-columns stay where the header puts them whatever the data's width."""
+"""Every console pane, screen and modal on hostile data (tests/support/hostile.py, real servers):
+the bytes the driver would write to the terminal hold no control sequence but the console's own
+(colours and cursor moves), the data shows as visible escapes, and the holders' key and PID columns
+stay where the header puts them whatever the data's width."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hostile import World, cells, hostile_world, raw_controls
 from rich.cells import cell_len
 from textual.widgets import DataTable, RichLog
 
@@ -23,7 +22,15 @@ from lockconsole.tui.widgets.holders.rows import FIELDS
 from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import settle
+from tests.support.helpers import settle
+from tests.support.hostile import (
+    World,
+    cells,
+    hostile_world,
+    no_nul,
+    one_of_each_kind,
+    raw_controls,
+)
 
 # What Textual itself writes: SGR colours and absolute cursor moves. Anything else is data.
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\d+;\d+H")
@@ -79,10 +86,16 @@ def run(world: World, script: Any, size: tuple[int, int] = (120, 40)) -> None:
     asyncio.run(main())
 
 
+# The strings whose describe screen and release modal are opened: one of each kind (the
+# strings the console escapes the same way, tests/data/hostile_strings.json), which shows what
+# every string of the kind would; the holders pane itself is checked on every holder.
+WALKED = one_of_each_kind()
+
+
 def screen_walk(world: World, holder: Any) -> int | None:
     """The corpus string whose describe screen and release modal are opened on this holder, or
-    None: each string once, on one of the three kinds of holder in turn (string i on kind
-    i % 3), so every string and every kind go through both screens without all 81 pairs."""
+    None: each string of WALKED once, on one of the three kinds of holder in turn (the n-th on
+    kind n % 3), so every kind of string and every kind of holder go through both screens."""
     index, kind = None, -1
     if holder.key in world.my_names:
         index, kind = world.my_names.index(holder.key), 2
@@ -90,7 +103,9 @@ def screen_walk(world: World, holder: Any) -> int | None:
         index, kind = world.lease_names.index(holder.key), 1
     elif holder.pid in world.pg_pids:
         index, kind = world.strings.index(world.pg_pids[holder.pid]), 0
-    return index if index is not None and index % 3 == kind else None
+    if index is None or index not in WALKED:
+        return None
+    return index if WALKED.index(index) % 3 == kind else None
 
 
 def test_dashboard_on_every_holder_and_its_screens_on_every_string(world: World) -> None:
@@ -143,7 +158,7 @@ def test_dashboard_on_every_holder_and_its_screens_on_every_string(world: World)
             await pilot.press("escape")
             await pilot.pause()
             assert type(app.screen).__name__ != "ReleaseModal"
-        assert walked == set(range(len(world.strings))), "every string went through the screens"
+        assert walked == set(WALKED), "a string of every kind went through the screens"
 
     run(world, script)
 
@@ -157,7 +172,12 @@ def test_screens_log_and_notifications(world: World) -> None:
         await settle(app, pilot)
         assert type(app.screen).__name__ == "DuplicatesScreen"
         groups = app.screen.query_one("#groups", DataTable)
-        for row in range(min(groups.row_count, 26)):
+        # the groups of one string of each kind (a group's key is the string, NUL taken out)
+        walked = {no_nul(world.strings[i]) for i in WALKED}
+        screen: Any = app.screen  # a DuplicatesScreen (asserted above)
+        rows = [i for i, g in enumerate(screen.groups) if g.key[0] in walked]
+        assert len(rows) == len(WALKED), "a duplicate group of each kind of string"
+        for row in rows:
             groups.move_cursor(row=row)
             await pilot.press("enter")
             await settle(app, pilot)
@@ -204,12 +224,23 @@ def test_screens_log_and_notifications(world: World) -> None:
     run(world, script)
 
 
+def pid_of(view: HoldersView, index: int) -> int:
+    """The pid of the holder on the view's row `index` (a row with a holder)."""
+    holder = view.model.rows[index].holder
+    assert holder is not None and holder.pid is not None
+    return int(holder.pid)
+
+
 def test_release_modal_on_a_small_terminal_keeps_the_status_line(world: World) -> None:
     async def script(app: LockConsoleApp, pilot: Any) -> None:
         view = app.query_one(HoldersView)
         view.focus()
         tall = [i for i, r in enumerate(view.model.rows) if r.holder and r.holder.query]
         assert len(tall) >= 20, "the PostgreSQL sessions, with their query text"
+        # the world's sessions of one string of each kind (the longest query among them)
+        walked = {world.strings[i] for i in WALKED}
+        tall = [i for i in tall if world.pg_pids.get(pid_of(view, i)) in walked]
+        assert len(tall) == len(WALKED), "a session of each kind of string"
         for index in tall:
             view._move(index)
             await pilot.press("x")

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import World, hostile_world
 
-from helpers import Tmux, unavailable
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.helpers import Tmux, unavailable
+from tests.support.hostile import World, hostile_world
+from tests.support.settings import ROOT
 
 
 @pytest.fixture(scope="module")

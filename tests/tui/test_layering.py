@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT
+from tests.support.settings import ROOT
 
 
 def test_core_and_cli_do_not_import_textual() -> None:

@@ -14,11 +14,9 @@ awaited: each test polls with `pilot.pause` up to a deadline.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-import pytest
 from rich.text import Text
 from textual.widgets import Static
 
@@ -28,15 +26,10 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders.view import HoldersView
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
-from tcp_proxy import SwitchableProxy, proxied
+from tests.support.helpers import sync, until
+from tests.support.tcp_proxy import SwitchableProxy, proxied
 
 SIZE = (160, 40)
-
-
-@pytest.fixture
-def shifted() -> Iterator[list[timedelta]]:
-    yield [timedelta(0)]
 
 
 def rendered(app: LockConsoleApp, widget: str) -> str:
@@ -82,7 +75,7 @@ async def test_a_hung_database_is_old_data_never_ok(
 
                 await until(pilot, flaky_alerts, what="the flaky database's stale-holder alert")
                 await until(pilot, lambda: "flaky ● ok" in rendered(app, "#status"))
-                before = len(app.snapshot.alerts)  # type: ignore[union-attr]
+                before = len(app.snapshot.alerts)
                 proxy.hang()
                 # late, and no error known yet: the status line no longer says ok
                 status = await until(
@@ -104,7 +97,7 @@ async def test_a_hung_database_is_old_data_never_ok(
                 title = str(app.query_one(HoldersView).border_title)
                 assert re.search(r"— \S+ old$", title), title  # the pane says its age
                 # the hung database's alert stays, counted old; the count does not drop
-                assert len(app.snapshot.alerts) >= before  # type: ignore[union-attr]
+                assert len(app.snapshot.alerts) >= before
                 assert flaky_alerts(), "the unreadable source's alert was dropped"
                 assert re.search(r"\d+ alerts, [1-9]\d* old \(o\)", status), status
                 # NEXT counts on from the schedule while the data is old

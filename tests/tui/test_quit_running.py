@@ -20,8 +20,8 @@ from lockconsole.tui.screens.confirm import QuitRunModal
 from lockconsole.tui.screens.fleet import TriggerModal
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from conftest import PYTHON
-from stop_helpers import STEPS, pg_lock_holder
+from tests.support.settings import PYTHON
+from tests.support.stop_helpers import STEPS, pg_lock_holder
 
 # Writes "started", waits for the file argv[2] to exist, writes "finished".
 UNTIL_TOLD = (
@@ -33,7 +33,7 @@ UNTIL_TOLD = (
 SIZE = (100, 30)
 
 
-def _config(pg_url: str, job: str, key: int, marks: str, arg: str, script: str = STEPS):  # type: ignore[no-untyped-def]
+def _config(pg_url: str, job: str, key: int, marks: str, arg: str, script: str = STEPS):
     steps = script.replace("\\", "\\\\").replace('"', '\\"')
     return parse_config(
         f'[databases.pg]\nurl = "{pg_url}"\n[jobs.{job}]\ndatabase = "pg"\n'
@@ -62,7 +62,7 @@ async def _trigger(app: LockConsoleApp, pilot: Any, job: str) -> None:
     await pilot.press("h")
 
 
-def _runs(config, job):  # type: ignore[no-untyped-def]
+def _runs(config, job):
     with Ledger(config.ledger_for(config.job(job))) as ledger:
         return ledger.runs(job)
 

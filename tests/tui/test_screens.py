@@ -32,7 +32,7 @@ from lockconsole.tui.screens import (
 from lockconsole.tui.screens.confirm import ConfirmModal, ReleaseModal
 from tools.sample import FROZEN_NOW, sample_snapshot
 
-from helpers import settle
+from tests.support.helpers import settle
 
 TENANTS = 120  # each charged three times in 2026-11: 120 groups, 240 surplus rows
 
@@ -173,8 +173,9 @@ def test_timeline_opens_on_the_newest_slot_and_moves_between_slots() -> None:
         assert screen.selected_run().instance == "web-2"
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, RunDetailScreen)
-        assert app.screen.run.instance == "web-2" and len(app.screen.slot_runs) == 3
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        assert detail.run.instance == "web-2" and len(detail.slot_runs) == 3
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen
@@ -272,10 +273,12 @@ def test_duplicates_screen_on_postgres(
         assert "page 2 · groups 51–100 of 120" in text_of(app, "#page-line")
         await pilot.press("n")
         await settle(app, pilot)
-        assert groups.row_count == 20 and not app.screen.has_more
+        dup = app.screen
+        assert isinstance(dup, DuplicatesScreen)
+        assert groups.row_count == 20 and not dup.has_more
         await pilot.press("p", "p")
         await settle(app, pilot)
-        assert str(groups.get_row_at(0)[0]) == "1" and app.screen.page == 0
+        assert str(groups.get_row_at(0)[0]) == "1" and dup.page == 0
         await pilot.press("down", "down", "enter")
         await settle(app, pilot)
         rows = app.screen.query_one("#rows", DataTable)
@@ -308,7 +311,9 @@ def test_duplicates_export_to_a_typed_path(pg_url: str, invoices: str, tmp_path:
         app.screen.query_one("#export-path", Input).value = ""
         await pilot.press(*str(target), "enter")
         await settle(app, pilot)
-        assert app.screen.page == 0  # typing n and p into the path changed no page
+        dup = app.screen
+        assert isinstance(dup, DuplicatesScreen)
+        assert dup.page == 0  # typing n and p into the path changed no page
 
     try:
         drive(lambda: DuplicatesScreen(console, "nightly_billing"), script)

@@ -14,9 +14,8 @@ from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.help import HelpScreen
 
-from helpers import until
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.helpers import until
+from tests.support.settings import ROOT
 
 
 def closed_port() -> int:

@@ -18,7 +18,7 @@ from lockconsole.tui.widgets.pane_table import PaneTable
 from tools.sample import FROZEN_NOW
 from tools.sample_console import SampleConsole
 
-from helpers import settle, sync, until
+from tests.support.helpers import settle, sync, until
 
 
 def app_for(console: Any, **kwargs: Any) -> LockConsoleApp:
@@ -137,7 +137,8 @@ async def test_trigger_from_the_history_pane_reruns_that_slot_on_the_fleet() -> 
         assert run.trigger == "scheduled"
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TriggerModal), what="where to run")
-        assert app.screen.slot == run.slot
+        modal = app.screen
+        assert isinstance(modal, TriggerModal) and modal.slot == run.slot
         await pilot.press("h")  # a slot is rerun by the fleet only: "here" is not offered
         await pilot.pause()
         assert isinstance(app.screen, TriggerModal)

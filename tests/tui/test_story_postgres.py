@@ -20,8 +20,8 @@ from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.story import StoryScreen
 from lockconsole.tui.widgets.holders.view import HoldersView
 
-import helpers
-from helpers import first_data, settle, until
+from tests.support import helpers
+from tests.support.helpers import first_data, settle, until
 
 FOREIGN = "psql-foreign"
 

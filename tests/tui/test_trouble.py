@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -22,12 +22,11 @@ from textual.widgets import Static
 
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
-from lockconsole.console.facade import Console
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.widgets.holders.view import HoldersView
 
-from helpers import DEADLINE, sync, until
-from tcp_proxy import SwitchableProxy
+from tests.support.helpers import DEADLINE, sync, until
+from tests.support.tcp_proxy import SwitchableProxy
 
 SIZE = (110, 30)
 
@@ -45,22 +44,13 @@ strategy = "pg-session"
     return parse_config(text, "test.toml", {})
 
 
-@pytest.fixture
-def make_console() -> Iterator[Callable[..., Console]]:
-    made: list[Console] = []
-
-    def make(config: Config) -> Console:
-        made.append(Console(config))
-        return made[-1]
-
-    yield make
-    for console in made:
-        console.close()
-
-
 def holder_pids(app: LockConsoleApp, job: str) -> set[int]:
     rows = app.query_one(HoldersView).model.rows
-    return {r.holder.pid for r in rows if r.holder and r.holder.job == job and r.holder.granted}
+    return {
+        r.holder.pid
+        for r in rows
+        if r.holder and r.holder.job == job and r.holder.granted and r.holder.pid is not None
+    }
 
 
 def rendered(app: LockConsoleApp, widget: str) -> str:
@@ -152,7 +142,9 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
             assert "pg" not in app.errors
             # later snapshots no longer wait for it: a new holder shows, and fresh snapshots
             # keep coming while the silent database's new connects hang
-            second.execute("select pg_advisory_lock(%s)", (config.job(job).key.value + 1,))
+            their_key = config.job(job).key.value
+            assert isinstance(their_key, int)
+            second.execute("select pg_advisory_lock(%s)", (their_key + 1,))
             pid2 = second.info.backend_pid
             await until(
                 pilot,
@@ -160,6 +152,7 @@ async def test_a_silent_database_never_holds_up_keys_or_the_other_database(
                 DEADLINE,
                 "a new holder on the real database",
             )
+            assert app.snapshot is not None
             taken = {app.snapshot.taken_at}
 
             def fresh_snapshots() -> bool:

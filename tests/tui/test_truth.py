@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,13 +22,13 @@ from textual.widgets import Static
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.config.loader import Config, parse_config
 from lockconsole.console.facade import Console
-from lockconsole.model.jobs import Run
+from lockconsole.model.jobs import Outcome, Run, Trigger
 from lockconsole.tui.app import LockConsoleApp
 from lockconsole.tui.screens.timeline import SlotBlock, TimelineScreen
 from lockconsole.tui.widgets.pane_table import PaneTable
 
-from helpers import sync, until
-from tcp_proxy import SwitchableProxy
+from tests.support.helpers import sync, until
+from tests.support.tcp_proxy import SwitchableProxy
 
 SIZE = (140, 40)
 
@@ -47,11 +46,6 @@ def make_config(databases: dict[str, str], uid: str) -> Config:
 @pytest.fixture
 def uid() -> str:
     return uuid.uuid4().hex[:8]
-
-
-@pytest.fixture
-def shifted() -> Iterator[list[timedelta]]:
-    yield [timedelta(0)]
 
 
 def status(app: LockConsoleApp) -> str:
@@ -76,7 +70,7 @@ async def test_paused_the_data_age_grows_and_the_status_line_says_so(
             await until(pilot, lambda: app.snapshot is not None, what="the first snapshot")
             await pilot.press("p")
             await until(pilot, lambda: app.refresh_started is None, what="the last refresh")
-            taken = app.snapshot.taken_at  # type: ignore[union-attr]
+            taken = app.snapshot.taken_at
             assert "PAUSED: data" in status(app) and "not refreshing" in status(app)
             shifted[0] = timedelta(minutes=7)  # seven minutes pass, paused
             await until(
@@ -84,11 +78,11 @@ async def test_paused_the_data_age_grows_and_the_status_line_says_so(
                 lambda: "PAUSED: data 7m0" in status(app),
                 what="the paused data age to count on by itself",
             )
-            assert app.snapshot.taken_at == taken  # type: ignore[union-attr]  # no new data
+            assert app.snapshot.taken_at == taken  # no new data
             await pilot.press("p")
             await until(
                 pilot,
-                lambda: app.snapshot.taken_at > taken,  # type: ignore[union-attr]
+                lambda: app.snapshot.taken_at > taken,
                 what="a refresh after resuming",
             )
 
@@ -212,10 +206,11 @@ def test_runs_of_jobs_not_in_this_config_are_marked_and_raise_no_alerts(
     ours, theirs = f"main_{uid}", f"theirs_{uid}"
     now = datetime.now(UTC)
     with Ledger(config.databases["main"]) as ledger:
-        for job, trigger, outcome, actor in (
+        recorded: tuple[tuple[str, Trigger, Outcome, str | None], ...] = (
             (theirs, "scheduled", "failed", None),
             (ours, "manual", "skipped", "alice@ops-1"),
-        ):
+        )
+        for job, trigger, outcome, actor in recorded:
             ledger.record(
                 Run(
                     job=job,
@@ -223,8 +218,8 @@ def test_runs_of_jobs_not_in_this_config_are_marked_and_raise_no_alerts(
                     instance=f"i-{job}",
                     host="h",
                     pid=1,
-                    trigger=trigger,  # type: ignore[arg-type]
-                    outcome=outcome,  # type: ignore[arg-type]
+                    trigger=trigger,
+                    outcome=outcome,
                     started_at=now - timedelta(seconds=50),
                     finished_at=now - timedelta(seconds=49),
                     actor=actor,

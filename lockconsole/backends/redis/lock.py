@@ -99,7 +99,7 @@ def redis_client_module() -> Any:
     """The redis-py module; MissingExtra (exit 2) naming the extra when it is not installed."""
     try:
         import redis
-    except ImportError:  # depends on the installed extras (tests/test_exit_codes.py hides it)
+    except ImportError:  # depends on the installed extras (integration/test_exit_codes.py hides it)
         raise MissingExtra(
             "the redis strategy and Redis databases need the redis client: "
             "pip install 'lockconsole[redis]'"
