@@ -148,11 +148,13 @@ class LockConsoleApp(App[int]):
             self.skipped_ticks += 1
             self._show_status()
             return
-        self.refresh_started = time.monotonic()
         dashboard = self.dashboard
-        self._load_snapshot(
-            self.snapshot, dashboard.pane_view(), dashboard.older_runs(), dashboard.panes
-        )
+        try:
+            view = dashboard.pane_view()
+        except NoMatches:  # the interval's tick came before the dashboard's first frame (a
+            return  # busy machine): the tick after that frame, or the next one, reads
+        self.refresh_started = time.monotonic()
+        self._load_snapshot(self.snapshot, view, dashboard.older_runs(), dashboard.panes)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _load_snapshot(

@@ -336,3 +336,27 @@ async def test_with_colour_the_same_states_are_coloured(monkeypatch: Any) -> Non
     segments = await rendered_states(monkeypatch, no_color=False)
     down = next(style for t, style in segments if "billing ✖ down" in t)
     assert not is_grey(down.color) and not down.reverse
+
+
+class EarlyTickApp(LockConsoleApp):
+    """A refresh tick placed before the dashboard's first frame: on a busy machine the
+    interval's first tick can come before the panes are composed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.early: list[str] = []
+
+    def on_mount(self) -> None:
+        composed = bool(self.dashboard.query(PaneTable))
+        self._tick()  # the tick, before anything else the app does on mount
+        self.early.append("composed" if composed else "not composed")
+        super().on_mount()
+
+
+@sync
+async def test_a_tick_before_the_dashboards_first_frame_waits_for_it() -> None:
+    app = EarlyTickApp(SampleConsole(), clock=lambda: FROZEN_NOW, refresh=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await first_data(app, pilot)
+        assert app.early == ["not composed"], "the tick came before the panes existed"
+        assert app.query_one("#jobs", PaneTable).row_count > 0, "the jobs pane filled"
