@@ -131,25 +131,29 @@ def schedule_command(args: argparse.Namespace) -> int:
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise UsageError("schedule: --for takes a positive number of seconds")
     setup_logging(args.quiet, args.log_format)
+    from lockconsole.engine import faultpoints
     from lockconsole.engine.runner import default_instance
     from lockconsole.engine.scheduler import Scheduler
 
     instance = check_instance(args.instance, default_instance(config.instance))
     from lockconsole.serving import RequestServer
 
-    server = RequestServer(config, jobs, instance=instance).start()  # `lockconsole request`
-    sampler = None
-    every = config.ledger.journal_every
-    if config.ledger.journal and every is not None and jobs:  # who holds which lock, kept
-        from lockconsole.console.journal import JournalSampler
+    scheduler = Scheduler(config, jobs, instance=instance)
+    with scheduler.signals_stop_it():  # from before the server and the sampler connect
+        server = RequestServer(config, jobs, instance=instance).start()  # `lockconsole request`
+        sampler = None
+        every = config.ledger.journal_every
+        if config.ledger.journal and every is not None and jobs:  # who holds which lock, kept
+            from lockconsole.console.journal import JournalSampler
 
-        sampler = JournalSampler(config, every.total_seconds()).start()
-    try:
-        code = Scheduler(config, jobs, instance=instance).run_forever(args.duration)
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        server.stop(wait=max((job.stop_grace for job in jobs), default=0.0) + 1.5)
+            sampler = JournalSampler(config, every.total_seconds()).start()
+        try:
+            faultpoints.reach(faultpoints.SCHEDULE_STARTING)
+            code = scheduler.run_forever(args.duration)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            server.stop(wait=max((job.stop_grace for job in jobs), default=0.0) + 1.5)
     if getattr(args, "whole_process", False):
         _exit_now(code)
     return code

@@ -39,6 +39,9 @@ ATTEMPT_POINTS = (
     JOB_STARTED,
     BEFORE_RECORD,
 )
+# `schedule`'s start: its signal handlers set, the request server and the journal sampler
+# started (they connect to the databases), its loop not entered yet
+SCHEDULE_STARTING = "schedule_starting"
 BARRIER_TIMEOUT = 120.0  # a forgotten barrier fails the process instead of hanging CI
 
 

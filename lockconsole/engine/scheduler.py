@@ -16,13 +16,14 @@ prune of a ledger runs at a time (the prune's own lock); the others find nothing
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -94,23 +95,35 @@ class Scheduler:
         for fd in self._wake:
             os.set_blocking(fd, False)
         previous_wakeup = None
-        previous_handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous_handlers[sig] = signal.signal(sig, self._on_signal)
-            # a signal delivered to a job thread wakes the main loop through this pipe too
-            previous_wakeup = signal.set_wakeup_fd(self._wake[1])
         try:
-            return self._loop(duration)
+            with self.signals_stop_it():
+                if threading.current_thread() is threading.main_thread():
+                    # a signal delivered to a job thread wakes the main loop through this pipe
+                    previous_wakeup = signal.set_wakeup_fd(self._wake[1])
+                return self._loop(duration)
         finally:
-            for sig, handler in previous_handlers.items():  # the app's own handlers again
-                signal.signal(sig, handler)
             if previous_wakeup is not None:
                 signal.set_wakeup_fd(previous_wakeup)
             with self._lock:
                 wake, self._wake = self._wake, None
             for fd in wake or ():
                 os.close(fd)
+
+    @contextlib.contextmanager
+    def signals_stop_it(self) -> Iterator[None]:
+        """While inside, SIGTERM and SIGINT stop this scheduler (in the main thread; elsewhere
+        signals are not ours to take); the handlers before are put back on the way out.
+        `schedule` enters it before it starts the request server and the journal sampler, so
+        a stop while they connect stops it too: it then fires nothing."""
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():  # the app's own handlers again
+                signal.signal(sig, handler)
 
     def _loop(self, duration: float | None) -> int:
         if not self.jobs:

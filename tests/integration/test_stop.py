@@ -253,3 +253,30 @@ def test_sigterm_while_blocked_connecting(how, pg_url, uid, write_config, cli_en
     assert "Traceback" not in err, err
     assert code == (128 + signal.SIGTERM if how == "run" else 0), err
     assert _runs_if_any(config, job) == [] and not marks.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_schedule_starts_stops_it(sig, pg_url, uid, write_config, cli_env, tmp_path):
+    """A SIGTERM (a rolling deploy) or SIGINT after `schedule` started its request server and
+    journal sampler, before its loop: a clean stop (exit 0) that fires nothing, not a death by
+    the signal."""
+    job = f"starting_{uid}"
+    config = _config(write_config, pg_url, job, "pg-session", None)
+    marks = tmp_path / "marks"
+    barrier = Barrier(tmp_path / "barrier", fp.SCHEDULE_STARTING)
+    args = _job_args("schedule", config, job, STEPS, str(marks), "60")
+    proc = lockconsole(config, *args, env=barrier.env(cli_env))
+    try:
+        barrier.wait(fp.SCHEDULE_STARTING)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        barrier.release(fp.SCHEDULE_STARTING)
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.communicate()[1]
+    assert code == 0, (code, err)
+    assert took < STOPPED_BY_US and "Traceback" not in err, (took, err)
+    assert _runs_if_any(config, job) == [] and not marks.exists()
