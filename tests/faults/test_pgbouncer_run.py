@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -146,9 +147,15 @@ def test_orphaned_session_lock_is_stale_and_released_by_the_console(
     client.close()  # the client is gone; the lock stays on the pooled server connection
     assert got
     with Console(config) as console:
-        snap = console.snapshot()
-        (holder,) = [h for h in snap.holders if h.job == job]
-        assert holder.pid == server_pid and "PgBouncer server connection" in (holder.stale or "")
+
+        def shown() -> Any:
+            """The job's holder once a refresh shows it orphaned: PgBouncer takes a moment to
+            unlink the closed client, and a refresh meanwhile may still see it linked."""
+            (found,) = [h for h in console.snapshot().holders if h.job == job]
+            return found if "PgBouncer server connection" in (found.stale or "") else None
+
+        holder = wait_for(shown, timeout=30, what="the holder shown as orphaned", interval=0.2)
+        assert holder.pid == server_pid
         result = console.release(holder)
         assert result.status == "released", result.message
         assert [h for h in console.snapshot().holders if h.job == job] == []

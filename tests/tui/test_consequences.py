@@ -91,12 +91,14 @@ def closing() -> Iterator[list[Any]]:
             pass
 
 
-def waiting_pids(admin: Any, key: Any) -> list[int]:
+def waiting_pids(admin: Any, key: int) -> list[int]:
+    """The sessions waiting for the int64 advisory lock `key` (pg_locks splits it into
+    classid, the high 32 bits, and objid, the low 32 bits, both unsigned)."""
     rows = admin.execute(
         "select pid from pg_locks where locktype = 'advisory' and not granted "
-        "and ((classid::bigint << 32) | objid::bigint) = %s "
+        "and classid = %s and objid = %s and objsubid = 1 "
         "and database = (select oid from pg_database where datname = current_database())",
-        (key & 0xFFFFFFFFFFFFFFFF,),
+        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
     ).fetchall()
     return [r[0] for r in rows]
 
@@ -122,10 +124,10 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
     connect = lambda: psycopg.connect(own_database, autocommit=True)  # noqa: E731
     first = Waiter(connect, "select pg_advisory_lock(%s)", (key,))
     closing.append(first.conn)
-    eventually(lambda: first.pid in waiting_pids(admin, key))  # queued first
+    assert eventually(lambda: first.pid in waiting_pids(admin, key)), "queued first"
     second = Waiter(connect, "select pg_advisory_lock(%s)", (key,))
     closing.append(second.conn)
-    eventually(lambda: second.pid in waiting_pids(admin, key))
+    assert eventually(lambda: second.pid in waiting_pids(admin, key)), "queued second"
     with Console(config) as console:
         app = LockConsoleApp(console, refresh=0.5)
         async with app.run_test(size=SIZE) as pilot:
