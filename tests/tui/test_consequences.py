@@ -112,7 +112,7 @@ async def test_release_names_the_next_waiter_and_every_lock_freed_with_it(
         text += f'[jobs.{name}_{uid}]\ndatabase = "main"\nstrategy = "pg-session"\n'
     config = parse_config(text, "test.toml", {})
     job, other = f"held_{uid}", f"other_{uid}"
-    key = config.job(job).key.value
+    key = int(str(config.job(job).key))  # an int64 key
     admin = psycopg.connect(own_database, autocommit=True)
     holder = psycopg.connect(own_database, autocommit=True)
     closing += [admin, holder]
