@@ -42,6 +42,8 @@ class LeaseMerged(Merged):
     def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
         import psycopg
 
+        from lockconsole.backends.postgres.wire import wire_for
+
         lock = self.lock
         if lock.held:
             return None
@@ -58,12 +60,18 @@ class LeaseMerged(Merged):
             key=None, key1=None, key2=None, got=None, claims=claims, here=False, session_id=None
         )
         params.update(held_message=SKIP_HELD, finished_at=now, finished=now)
+        statements = [
+            (tried, acquire.params({})),
+            (sqlfiles.load("decide_run", "postgresql"), params),
+        ]
         try:
-            with conn.pipeline():
-                first = conn.execute(tried, acquire.params({}))
-                second = conn.execute(sqlfiles.load("decide_run", "postgresql"), params)
-            got_text, token_text = first.fetchone()
-            row = second.fetchone()
+            answer = wire_for(conn).exchange(statements)
+            if answer.error is not None:
+                raise answer.error
+            first, row = answer.row(0), answer.row(1)
+            if first is None or row is None:
+                raise DatabaseError(f"{lock.database.url.masked}: decide_run answered no row")
+            got_text, token_text = first
         except psycopg.Error as exc:  # the pipeline's one transaction rolled back: no lease
             lock.held = False
             if conn.closed or conn.broken:
@@ -94,6 +102,8 @@ class LeaseMerged(Merged):
     ) -> Finished | None:
         import psycopg
 
+        from lockconsole.backends.postgres.wire import wire_for
+
         lock = self.lock
         if not lock.held:
             return None
@@ -107,7 +117,15 @@ class LeaseMerged(Merged):
         params["lost_message"] = params["message"] or LOST
         params["async_commit"] = lock.job.ledger_commit == "async"
         try:
-            held, closed = conn.execute(sql, params).fetchone()[:2]
+            answer = wire_for(conn).exchange([(sql, params)])
+            if answer.error is not None:
+                raise answer.error
+            done = answer.row(0)
+            if done is None:
+                raise DatabaseError(
+                    f"{lock.database.url.masked}: finish_release_lease answered no row"
+                )
+            held, closed = done[:2]
         except psycopg.Error as exc:  # rolled back: nothing written, nothing released
             log.debug("finish_release_lease failed, going on one statement at a time: %s", exc)
             if conn.closed or conn.broken:

@@ -179,7 +179,30 @@ class Ledger:
         return params
 
     def decide(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        """PostgreSQL: run decide_run (see backends/postgres/merged.py); its one row."""
+        """PostgreSQL: run decide_run (see backends/postgres/merged.py); its one row.
+
+        Sent through libpq directly (backends/postgres/wire.py) on a write connection already
+        open; a failure there rolled its one statement back, and the cursor path runs it again
+        with its remedies (create the table, reconnect once, say what was denied)."""
+        if self._conn is not None and self.dialect == "postgresql":
+            import psycopg
+
+            from lockconsole.backends.postgres.wire import wire_for
+
+            try:
+                answer = wire_for(self._conn).exchange(
+                    [(sqlfiles.load("decide_run", self.dialect), params)]
+                )
+            except psycopg.Error:
+                answer = None
+            if answer is not None and answer.error is None:
+                row = answer.row(0)
+                if row is None:
+                    raise DatabaseError(f"{self.url.masked}: decide_run answered no row")
+                if not self._ports_seen:
+                    self._ports_seen = True
+                    prepare_if_direct(self._conn, row[-2], row[-1])
+                return row
         return tuple(self._execute("decide_run", params, self._decided))
 
     def _decided(self, cur: Any) -> tuple[Any, ...]:

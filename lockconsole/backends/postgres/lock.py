@@ -88,6 +88,19 @@ class _PgLock(LockBase):
     def gone(self) -> bool:
         return bool(self.conn.closed or self.conn.broken)
 
+    def server_time(self) -> Any:
+        """The server's clock now, on the lock's own connection: the ledger's clock when the
+        ledger shares this database, read without opening a connection for it."""
+        import psycopg
+
+        try:
+            row = self.conn.execute(sqlfiles.load("select_server_time", "postgresql")).fetchone()
+        except psycopg.Error as exc:
+            raise self.failure("reading the server's clock", exc) from None
+        if row is None:
+            raise DatabaseError(f"{self.database.url.masked}: the server's clock answered no row")
+        return row[0]
+
     def socket_fd(self) -> int | None:
         """The lock connection's socket: it turns readable when the server ends the session."""
         return None if self.gone() else socket_fd_of(self.conn)
@@ -290,13 +303,25 @@ class PgXactLock(_PgLock):
             if _PIPELINE[0] is None:
                 _PIPELINE[0] = psycopg.Pipeline.is_supported()
             if _PIPELINE[0]:
-                with self.conn.pipeline():
-                    self.conn.execute(sqlfiles.load("begin_transaction"))
-                    cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self.key_params)
+                from lockconsole.backends.postgres.wire import wire_for
+
+                answer = wire_for(self.conn).exchange(
+                    [
+                        (sqlfiles.load("begin_transaction"), {}),
+                        (self._sql("try_advisory_xact_lock"), self.key_params),
+                    ]
+                )
+                if answer.error is not None:
+                    raise answer.error
+                row = answer.row(1)
+                if row is None:
+                    raise DatabaseError(
+                        f"{self.database.url.masked}: pg_try_advisory_xact_lock answered no row"
+                    )
             else:  # libpq < 14: two round trips
                 self.conn.execute(sqlfiles.load("begin_transaction"))
                 cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self.key_params)
-            row = self.one_row(cur, "pg_try_advisory_xact_lock")
+                row = self.one_row(cur, "pg_try_advisory_xact_lock")
         except psycopg.Error as exc:
             try:
                 self.conn.rollback()

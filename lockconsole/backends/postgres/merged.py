@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from lockconsole.backends import sqlfiles
 from lockconsole.backends.merged import LOST, SKIP_HELD, Finished, Merged, settle
 from lockconsole.backends.postgres.lock import PgSessionLock, PgXactLock, _PgLock
+from lockconsole.backends.postgres.wire import Answer, wire_for
 from lockconsole.model.errors import DatabaseError
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ _PIPELINE: list[bool | None] = [None]  # libpq supports pipeline mode (asked onc
 
 
 _NO_KEY = {"key": None, "key1": None, "key2": None}
+_NO_PARAMS: dict[str, Any] = {}
 
 
 @cache
@@ -139,17 +141,16 @@ class SessionMerged(Merged):
         decide_sql = sqlfiles.load("decide_run", "postgresql")
         params = _decide_params(ledger, run, lock, got=None, claims=claims, here=True)
         params["session_id"] = None
-        conn = lock.conn
-        tried = decided = None
         try:
-            with conn.pipeline():
-                tried = conn.execute(tried_sql, tried_params)
-                decided = conn.execute(decide_sql, params)
-            tried_row = lock.one_row(tried, "pg_try_advisory_lock")
-            row = lock.one_row(decided, "decide_run")
+            answer = wire_for(lock.conn).exchange([(tried_sql, tried_params), (decide_sql, params)])
         except psycopg.Error as exc:
-            self._undecided(tried, exc)
+            self._undecided(None, exc)
             return None
+        if answer.error is not None:
+            self._undecided(answer.row(0), answer.error)
+            return None
+        tried_row = _one(lock, answer.row(0), "pg_try_advisory_lock")
+        row = _one(lock, answer.row(1), "decide_run")
         _, got, pid, server_port, client_port = tried_row
         unlocked = row[4]
         lock.answered(got, pid, server_port, client_port, guarded=guarded)
@@ -170,18 +171,14 @@ class SessionMerged(Merged):
             slot_done=slot_done,
         )
 
-    def _undecided(self, tried: Any, exc: BaseException) -> None:
-        """After a failed pipeline: make lock.held true to the server, or raise if it is gone."""
+    def _undecided(self, tried: tuple[Any, ...] | None, exc: BaseException) -> None:
+        """After a failed pipeline (`tried`: the try-lock's row, if it answered one): make
+        lock.held true to the server, or raise if the connection is gone."""
         lock = self.lock
         if lock.gone():
             lock.held = False
             raise lock.failure("pg_try_advisory_lock", exc) from None
-        got = pid = None
-        try:
-            if tried is not None:
-                _, got, pid = lock.one_row(tried, "pg_try_advisory_lock")[:3]
-        except Exception:
-            got = pid = None
+        got, pid = (tried[1], tried[2]) if tried is not None else (None, None)
         lock.held = bool(got)
         if got is None:  # the try itself may have run: ask the server
             lock.held = True
@@ -220,10 +217,15 @@ class SessionMerged(Merged):
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
         params["release"] = True
         try:
-            row = lock.one_row(lock.conn.execute(finish_sql, params), "finish_release_run")
+            answer = wire_for(lock.conn).exchange([(finish_sql, params)])
         except psycopg.Error as exc:
-            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            answer = Answer([], exc)
+        if answer.error is not None:
+            log.debug(
+                "finish_release_run failed, going on one statement at a time: %s", answer.error
+            )
             return None
+        row = _one(lock, answer.row(0), "finish_release_run")
         held, closed, released = bool(row[0]), row[1], bool(row[2])
         if held and released:
             lock.held = False
@@ -298,24 +300,36 @@ class XactMerged(Merged):
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
         params["release"] = False
         conn = lock.conn
-        cur = None
+        statements = [
+            (sqlfiles.load("savepoint_finish"), _NO_PARAMS),
+            (sqlfiles.load("finish_release_run", "postgresql"), params),
+            (sqlfiles.load("commit_transaction"), _NO_PARAMS),
+        ]
         try:
-            with conn.pipeline():
-                conn.execute(sqlfiles.load("savepoint_finish"))
-                cur = conn.execute(sqlfiles.load("finish_release_run", "postgresql"), params)
-                conn.execute(sqlfiles.load("commit_transaction"))
-            row = lock.one_row(cur, "finish_release_run")
+            answer = wire_for(conn).exchange(statements)
         except psycopg.Error as exc:
-            log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
+            answer = Answer([], exc)
+        if answer.error is not None:
+            log.debug(
+                "finish_release_run failed, going on one statement at a time: %s", answer.error
+            )
             if not lock.gone():
                 try:  # the lock was taken before the savepoint: it is still held
                     conn.execute(sqlfiles.load("rollback_to_finish"))
                 except psycopg.Error:
                     pass
             return None
+        row = _one(lock, answer.row(1), "finish_release_run")
         held = bool(row[0])
         lock.held, lock.lost_on_release = False, not held
         return Finished(held, row[1], held)
+
+
+def _one(lock: _PgLock, row: tuple[Any, ...] | None, what: str) -> tuple[Any, ...]:
+    """The one row a statement answers; a DatabaseError when it answered none."""
+    if row is None:
+        raise DatabaseError(f"{lock.database.url.masked}: {what} answered no row")
+    return row
 
 
 def _spoke(lock: _PgLock) -> bool:
