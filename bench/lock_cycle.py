@@ -17,8 +17,8 @@ on kept connections, measured interleaved in the same run, 5,000 cycles a side:
   does more (the slot's claim, the lock's last check, the conditional outcome) in fewer round
   trips: see `python -m bench round_trips`.
 - `run_once's merged statements alone vs the naive four` (info, pg-session): the statements
-  run_once sends, replayed by bare psycopg (MergedStatements): the merging's own gain, apart
-  from lockconsole's Python work.
+  run_once sends, replayed alone through its libpq pipeline (MergedStatements): the merging's
+  own gain, apart from lockconsole's Python work.
 - `run_once, ledger_commit = async, vs the naive four`: the same cycle for the job's twin whose
   outcome does not wait for the WAL flush (pg-session, pg-xact, lease).
 - `lockconsole's own CPU per attempt`: the process's user + sys time per run_once cycle minus
@@ -230,47 +230,46 @@ class RawLock:
 
 
 class MergedStatements:
-    """run_once's own statements for pg-session, replayed by bare psycopg: the try-lock and
-    `decide_run` pipelined, then `finish_release_run`, exactly as an attempt on a kept
-    connection sent them (its SQL and parameters captured once). What the two merged round
-    trips cost with none of lockconsole's Python around them, on one kept connection that
-    prepares them as a kept lockconsole connection does."""
+    """run_once's own statements for pg-session, replayed alone: the try-lock and `decide_run`
+    in one pipeline, then `finish_release_run`, exactly as an attempt on a kept connection sent
+    them (its SQL and parameters captured once) and sent the way it sends them (its libpq
+    pipeline, backends/postgres/wire.py). What the two merged round trips cost with none of
+    the engine's Python around them, on one kept connection that prepares them as a kept
+    lockconsole connection does."""
 
     def __init__(self, cfg: Any, job: Any) -> None:
-        import psycopg
-
         from lockconsole import run_once
+        from lockconsole.backends.connect import PREPARE_THRESHOLD
+        from lockconsole.backends.postgres import wire
 
         sent: list[tuple[str, dict[str, Any]]] = []
-        execute = psycopg.Connection.execute
+        exchange = wire.Wire.exchange
 
-        def capture(conn: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-            sent.append((str(query), dict(params or {})))
-            return execute(conn, query, params, **kw)
+        def capture(self: Any, statements: Any) -> Any:
+            sent.extend((sql, dict(params)) for sql, params in statements)
+            return exchange(self, statements)
 
         def attempt() -> None:
             with run_once(job.name, config=cfg, instance="bench-merged"):
                 pass
 
         attempt()  # a kept connection from here on: the plain try-lock, as in the loop
-        psycopg.Connection.execute = capture
+        wire.Wire.exchange = capture  # type: ignore[method-assign]
         try:
             attempt()
         finally:
-            psycopg.Connection.execute = execute
+            wire.Wire.exchange = exchange  # type: ignore[method-assign]
         (self.tried, self.decide, self.finish) = sent  # the three statements of one attempt
-        self.conn = raw_pg()
+        self.conn = raw_pg(prepare_threshold=PREPARE_THRESHOLD)
+        self.wire = wire.wire_for(self.conn)
 
     def cycle(self) -> None:
-        conn = self.conn
-        with conn.pipeline():
-            conn.execute(*self.tried)
-            decided = conn.execute(*self.decide)
-        row = decided.fetchone()
-        assert row[0] == "acquired", row
+        answer = self.wire.exchange([self.tried, self.decide])
+        row = answer.row(1)
+        assert answer.error is None and row is not None and row[0] == "acquired", answer.error
         self.finish[1]["id"] = row[1]
-        held, closed, released = conn.execute(*self.finish).fetchone()[:3]
-        assert held and closed == "succeeded" and released, (held, closed, released)
+        done = self.wire.exchange([self.finish]).row(0)
+        assert done is not None and done[0] and done[1] == "succeeded" and done[2], done
 
     def close(self) -> None:
         self.conn.close()
@@ -407,8 +406,8 @@ def bench_strategy(cfg: Any, strategy: str) -> list[Row]:
                 full["raw"],
                 "s",
                 status="info",
-                note="bare psycopg sending what run_once sends (2 round trips), none of "
-                "lockconsole's Python: what merging the statements gains by itself",
+                note="what run_once sends (2 round trips) through its libpq pipeline alone, "
+                "none of the engine's Python: what merging the statements gains by itself",
             )
         )
     if "async" in full:

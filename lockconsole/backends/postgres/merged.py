@@ -215,7 +215,7 @@ class SessionMerged(Merged):
             return None
         finish_sql = sqlfiles.load("finish_release_run", "postgresql")
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
-        params["release"] = True
+        params["release"], params["in_transaction"] = True, False
         try:
             answer = wire_for(lock.conn).exchange([(finish_sql, params)])
         except psycopg.Error as exc:
@@ -298,7 +298,8 @@ class XactMerged(Merged):
         if not self.same_database or not lock.held or _spoke(lock):
             return None
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
-        params["release"] = False
+        # inside the transaction that holds the key: held by construction (no pg_locks read)
+        params["release"], params["in_transaction"] = False, True
         conn = lock.conn
         statements = [
             (sqlfiles.load("savepoint_finish"), _NO_PARAMS),

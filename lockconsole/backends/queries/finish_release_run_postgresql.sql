@@ -3,10 +3,16 @@
 -- instance and process ("lock_lost" if the check failed), then, when %(release)s and the lock was
 -- held, the session lock handed to a transaction-level hold of the same key and let go: the key
 -- stays held until this statement's transaction commits, so whoever takes it next sees the outcome.
+-- With %(in_transaction)s (pg-xact: the statement runs inside the transaction that holds the
+-- key, which a lost session or an ended transaction would have failed before it) the key is held
+-- by construction, and pg_locks is not read: OR stops at the true.
 -- The outcome's finished_at / exit_code / message are taken as given. With %(async_commit)s (the
 -- job's ledger_commit = "async"), the transaction commits without waiting for the WAL flush.
-WITH held AS MATERIALIZED (
+WITH checked AS MATERIALIZED (
     {held_advisory_lock:pg_backend_pid()} AS held
+),
+held AS MATERIALIZED (
+    SELECT %(in_transaction)s::boolean OR (SELECT held FROM checked) AS held
 ),
 closed AS (
     UPDATE lockconsole_runs
