@@ -137,3 +137,15 @@ def test_a_socket_cut_while_the_wire_waits_ends_the_wait(pg_url, monkeypatch) ->
             assert c.closed
     finally:
         proxy.close()
+
+
+def test_an_interrupt_half_way_closes_the_connection_rather_than_leave_answers(
+    conn, monkeypatch
+) -> None:
+    def interrupted(fd: int, *, write: bool = False) -> None:
+        raise KeyboardInterrupt  # as a signal handler raising while the wire waits
+
+    monkeypatch.setattr(wire, "_wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        wire_for(conn).exchange([("SELECT pg_sleep(0.2)", {})])
+    assert conn.closed  # the sleep's answer was never read: nothing may read it later

@@ -47,6 +47,10 @@ _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%")
 _WIRES: weakref.WeakKeyDictionary[Any, Wire] = weakref.WeakKeyDictionary()  # connection -> Wire
 
 
+# a statement ready to send: its sql, numbered text, dumped values, their types and formats
+_Dumped = tuple[str, "Statement", Sequence[Any], tuple[int, ...], list[Any]]
+
+
 class PlaceholderError(ValueError):
     """A statement uses a placeholder other than %(name)s (or a lone %)."""
 
@@ -106,64 +110,62 @@ class Wire:
 
     def exchange(self, statements: Sequence[tuple[str, Mapping[str, Any]]]) -> Answer:
         """Send `statements` ((sql, parameters) each) in one pipeline ending in one Sync; every
-        answer is read. Raises psycopg.OperationalError when the connection fails."""
+        answer is read. Raises psycopg.OperationalError when the connection fails; anything
+        that stops the exchange half-way (an interrupt) closes the connection rather than leave
+        answers unread on it."""
         pg, conn = self.pgconn, self._conn()
         if conn is None or pg is not conn.pgconn:
             raise RuntimeError("a Wire outlived its connection")
         with conn.lock:
-            names = self._send(pg, statements, named=conn.prepare_threshold is not None)
+            dumped = [self._dump(sql, params) for sql, params in statements]  # nothing sent yet
             try:
-                return self._read(pg, names)
-            finally:
-                if pg.pipeline_status != _OFF and pg.status == _OK:
-                    try:
-                        pg.exit_pipeline_mode()
-                    except Exception:  # results left unread after a failure: the link is bad
-                        pass
+                sent = self._send(pg, dumped, named=conn.prepare_threshold is not None)
+                answer = self._read(pg, sent)
+                pg.exit_pipeline_mode()
+            except BaseException:
+                _leave(conn, pg)
+                raise
+            return answer
+
+    def _dump(self, sql: str, params: Mapping[str, Any]) -> _Dumped:
+        """A statement and its parameters as they go on the wire (psycopg's own dumpers)."""
+        stmt = statement(sql)
+        values = [params[name] for name in stmt.names]
+        tx = self._tx
+        dumped = tx.dump_sequence(values, [self._auto] * len(values))
+        return sql, stmt, dumped, tuple(tx.types or ()), list(tx.formats or ())
 
     def _send(
-        self, pg: Any, statements: Sequence[tuple[str, Mapping[str, Any]]], *, named: bool
+        self, pg: Any, statements: list[_Dumped], *, named: bool
     ) -> list[tuple[bytes, tuple[str, tuple[int, ...]]] | None]:
         """Queue every statement (a prepare first where needed) and the Sync; flush. The list
         says, per command sent, the name a prepare introduced (None for an execution)."""
-        tx, encoding, auto = self._tx, self._encoding, self._auto
+        encoding = self._encoding
         sent: list[tuple[bytes, tuple[str, tuple[int, ...]]] | None] = []
         pending: dict[tuple[str, tuple[int, ...]], bytes] = {}  # prepared in this pipeline
         pg.enter_pipeline_mode()
-        try:
-            for sql, params in statements:
-                stmt = statement(sql)
-                values = [params[name] for name in stmt.names]
-                dumped = tx.dump_sequence(values, [auto] * len(values))
-                types, formats = tuple(tx.types or ()), list(tx.formats or ())
-                if named:
-                    key = (sql, types)
-                    name = self._prepared.get(key) or pending.get(key)
-                    if name is None:
-                        name = pending[key] = b"lockconsole_%d" % self._made
-                        self._made += 1
-                        pg.send_prepare(name, stmt.text.encode(encoding), param_types=types)
-                        sent.append((name, key))
-                    pg.send_query_prepared(name, dumped, param_formats=formats)
-                else:
-                    pg.send_query_params(
-                        stmt.text.encode(encoding),
-                        dumped,
-                        param_types=types,
-                        param_formats=formats,
-                        result_format=_TEXT,
-                    )
-                sent.append(None)
-            pg.pipeline_sync()
-            while pg.flush():
-                _wait(pg.socket, write=True)
-        except BaseException:
-            if pg.status == _OK:
-                try:
-                    pg.exit_pipeline_mode()
-                except Exception:
-                    pass
-            raise
+        for sql, stmt, dumped, types, formats in statements:
+            if named:
+                key = (sql, types)
+                name = self._prepared.get(key) or pending.get(key)
+                if name is None:
+                    name = pending[key] = b"lockconsole_%d" % self._made
+                    self._made += 1
+                    pg.send_prepare(name, stmt.text.encode(encoding), param_types=types)
+                    sent.append((name, key))
+                pg.send_query_prepared(name, dumped, param_formats=formats)
+            else:
+                pg.send_query_params(
+                    stmt.text.encode(encoding),
+                    dumped,
+                    param_types=types,
+                    param_formats=formats,
+                    result_format=_TEXT,
+                )
+            sent.append(None)
+        pg.pipeline_sync()
+        while pg.flush():
+            _wait(pg.socket, write=True)
         return sent
 
     def _read(
@@ -205,6 +207,17 @@ class Wire:
                 rows.append(None)
         tx.set_pgresult(None)
         return Answer(rows, error)
+
+
+def _leave(conn: Connection[Any], pg: Any) -> None:
+    """After an exchange stopped half-way: out of pipeline mode if nothing is left unread, else
+    the connection closed (a later statement must never read an earlier one's answer)."""
+    if pg.status != _OK or pg.pipeline_status == _OFF:
+        return
+    try:
+        pg.exit_pipeline_mode()
+    except Exception:
+        conn.close()
 
 
 def wire_for(conn: Connection[Any]) -> Wire:
