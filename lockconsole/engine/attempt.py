@@ -290,26 +290,28 @@ class Attempt:
         abandon = getattr(lock, "abandon", None)
         if lock is None or abandon is None:
             return None
-        overdue = threading.Event()
+        overdue: list[bool] = []  # a flag set by the cut (cheaper than an Event per attempt)
 
         def cut() -> None:
-            overdue.set()
+            overdue.append(True)
             abandon()
 
         stopping = self.stopping is not None and self.stopping.is_set()
         seconds = STOPPING_FINISH if stopping else self._finish_budget()
         faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
         self._merged_tried = True
+        token = DEADLINES.arm(seconds, cut)
         try:
-            with DEADLINES.bound(seconds, cut):
-                faultpoints.reach("finish_before_record")  # one statement checks and records
-                finished = merged.finish(
-                    self.ledger, self.run, outcome, exit_code=exit_code, message=message
-                )
+            faultpoints.reach("finish_before_record")  # one statement checks and records
+            finished = merged.finish(
+                self.ledger, self.run, outcome, exit_code=exit_code, message=message
+            )
         except Exception as exc:  # as a failed merged statement: one statement at a time
             log.debug("the merged finish failed: %s", exc)
             finished = None
-        if overdue.is_set():
+        finally:
+            DEADLINES.disarm(token)
+        if overdue:
             what = f"recording the outcome: no answer within {seconds:.1f} s"
             return self._unanswered(what, exit_code, give_back_lock=True)
         if finished is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -212,22 +211,24 @@ def _bounded_decide(
     """_decide on the calling thread, cut loose at DECIDE_SECONDS (engine/closing.py): a peer
     that never answers makes it raise DatabaseError, once our stuck server session (which may
     have got the lock) was ended from a fresh connection, so a retry can take the lock."""
-    overdue = threading.Event()
+    overdue: list[bool] = []  # a flag set by the cut (cheaper than an Event per attempt)
 
     def cut() -> None:
-        overdue.set()
+        overdue.append(True)
         abandon = getattr(lock, "abandon", None)
         if abandon is not None:
             abandon()
 
+    token = DEADLINES.arm(DECIDE_SECONDS, cut)
     try:
-        with DEADLINES.bound(DECIDE_SECONDS, cut):
-            return _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
+        return _decide(job, lock, ledger, base, database, ledger_database, claims=claims)
     except Exception as exc:
-        if not overdue.is_set():
+        if not overdue:
             raise
         cut_loose(lock, job.name)
         raise DatabaseError(f"no answer within {DECIDE_SECONDS:.0f} s: {exc}") from None
+    finally:
+        DEADLINES.disarm(token)
 
 
 def _decide(
