@@ -376,7 +376,9 @@ class Attempt:
         if finished.outcome is None:  # closed meanwhile by an instance that took the lock
             self.run = self._closed_by_other(exit_code)
             return False
-        params = self.ledger.finish_params(self.run, outcome, exit_code=exit_code, message=message)
+        params = self.ledger.finish_params_again(
+            self.run, outcome, exit_code=exit_code, message=message
+        )
         self.run = finished_run(self.run, params, finished.outcome)
         return finished.held and finished.released
 
