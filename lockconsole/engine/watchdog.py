@@ -158,6 +158,7 @@ class WatchdogPool:
     _mutex: threading.Lock
     _idle: list[_Worker]
     _ticking: threading.Condition
+    _tick_lock: threading.Lock  # the Condition's own lock: taken directly on the run path
     _pending: dict[int, Watch]
     _ticker: threading.Thread | None
     _tick: float
@@ -183,7 +184,7 @@ class WatchdogPool:
         watch = Watch(self, interval, check, on_lost, fd)
         tick = max(MIN_TICK, interval / 4)
         start = False
-        with self._ticking:
+        with self._tick_lock:  # _ticking's lock (its Python-level __enter__ skipped)
             if fd is not None:
                 watch.came_due(periodic=False)
             self._pending[id(watch)] = watch
@@ -210,7 +211,7 @@ class WatchdogPool:
 
     def forget_watch(self, watch: Watch) -> bool:
         """A watch stops: the ticker will not hand it out; True if it already did."""
-        with self._ticking:
+        with self._tick_lock:
             self._pending.pop(id(watch), None)
             return watch._busy is not None
 
@@ -265,7 +266,8 @@ class WatchdogPool:
         """A fresh state (also in a forked child, where the parent's threads do not exist)."""
         self._mutex = threading.Lock()  # the idle workers
         self._idle = []
-        self._ticking = threading.Condition()  # the ticker and the watches not yet due
+        self._tick_lock = threading.Lock()
+        self._ticking = threading.Condition(self._tick_lock)  # the ticker and the watches not due
         self._pending = {}
         self._ticker = None
         self._tick = MIN_TICK
