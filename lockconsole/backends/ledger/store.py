@@ -31,6 +31,7 @@ from lockconsole.backends.ledger.messages import grant_hint as _grant_hint
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
 from lockconsole.backends.ledger.timestamps import from_db, to_db
 from lockconsole.config.urls import scrub
+from lockconsole.model.construct import construct
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
@@ -421,10 +422,14 @@ class Ledger:
 
 def finished(run: Run, params: dict[str, Any], outcome: str | None = None) -> Run:
     """`run` closed as finish_params described it (as `outcome`, when the statement chose)."""
-    return evolve(
-        run,
-        outcome=outcome or params["outcome"],
-        finished_at=params["finished"],
-        exit_code=params["exit_code"],
-        message=params["message"],
+    # evolve() without its checks: these are Run's own fields (every finish comes here)
+    return construct(
+        type(run),
+        {
+            **run.__dict__,
+            "outcome": outcome or params["outcome"],
+            "finished_at": params["finished"],
+            "exit_code": params["exit_code"],
+            "message": params["message"],
+        },
     )
