@@ -173,7 +173,8 @@ class Attempt:
 
     def start_watchdog(self) -> None:
         assert self.lock is not None
-        self._acquired_at = utcnow()
+        if self.job.min_hold:  # only _hold_min reads it
+            self._acquired_at = utcnow()
         socket_fd = getattr(self.lock, "socket_fd", None)
         fd = socket_fd() if socket_fd is not None else None
         if socket_fd is not None and fd is None:  # its session ended since the try-lock

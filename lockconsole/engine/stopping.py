@@ -174,7 +174,7 @@ class holding_signals:  # noqa: N801 - used as `with holding_signals(stop):`
 
     def __init__(self, stop: Stop | None = None) -> None:
         self.stop = stop
-        self.got: list[int] = []
+        self.got: list[int] = []  # made here: a handler that made it could race a nested one
         self.previous: dict[int, _Handler] | None = None  # None: not swapped (not main thread)
 
     def __enter__(self) -> None:
