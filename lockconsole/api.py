@@ -89,16 +89,13 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         return config, job, config.database_for(job), config.ledger_for(job)
 
     def __enter__(self) -> Attempt:
-        from lockconsole.engine.runner import begin, default_instance
-        from lockconsole.engine.sessions import REGISTRY
-        from lockconsole.engine.stopping import Stop, holding_signals
-
+        runner, sessions_module, stopping = _ENGINE or _engine()
         config, job, database, ledger_db = self._resolve()
-        instance = self.instance or default_instance(config.instance)
-        sessions = REGISTRY if self.reuse_connections else None
-        stop = Stop()
-        with holding_signals(stop):  # a signal here is delivered once nothing is half done
-            attempt = self.attempt = begin(
+        instance = self.instance or runner.default_instance(config.instance)
+        sessions = sessions_module.REGISTRY if self.reuse_connections else None
+        stop = stopping.Stop()
+        with stopping.holding_signals(stop):  # a signal here is delivered once nothing is half done
+            attempt = self.attempt = runner.begin(
                 job,
                 database,
                 ledger_db,
@@ -118,12 +115,11 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        from lockconsole.engine.stopping import holding_signals
-
         attempt = self.attempt
         if attempt is None or not attempt.acquired:
             return
-        with holding_signals():  # record and release first; a signal is delivered after
+        stopping = (_ENGINE or _engine())[2]
+        with stopping.holding_signals():  # record and release first; a signal is delivered after
             if exc is None:
                 attempt.finish("succeeded", exit_code=0)
             else:
@@ -154,6 +150,18 @@ class run_once:  # noqa: N801 - reads as a verb at the call site
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+_ENGINE: list[Any] = []  # engine.runner, engine.sessions, engine.stopping, once imported
+
+
+def _engine() -> list[Any]:
+    """The engine's modules, imported on the first attempt (importing lockconsole stays light);
+    kept, so an attempt does not pay three import statements."""
+    from lockconsole.engine import runner, sessions, stopping
+
+    _ENGINE[:] = [runner, sessions, stopping]
+    return _ENGINE
 
 
 def _interruption(exc: BaseException) -> tuple[int, str]:

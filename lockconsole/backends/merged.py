@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from lockconsole.model.construct import construct
+
 if TYPE_CHECKING:
     from lockconsole.backends.ledger.store import Ledger
     from lockconsole.model.jobs import Run
@@ -86,16 +88,18 @@ def settle(
 
 def recorded(run: Run, row: tuple[Any, ...], params: dict[str, Any], session_id: int | None) -> Run:
     """`run` as decide_run recorded it: (outcome, id, claim id, message, ...) of its answer."""
-    from lockconsole.model.jobs import evolve
-
     outcome, run_id, _claim_id, message = row[:4]
-    return evolve(
-        run,
-        id=int(run_id),
-        outcome=outcome,
-        message=message,
-        session_id=session_id,
-        finished_at=params["finished"] if outcome == "skipped" else None,
+    # evolve() without its checks: these are Run's own fields (every attempt comes here)
+    return construct(
+        type(run),
+        {
+            **run.__dict__,
+            "id": int(run_id),
+            "outcome": outcome,
+            "message": message,
+            "session_id": session_id,
+            "finished_at": params["finished"] if outcome == "skipped" else None,
+        },
     )
 
 

@@ -173,7 +173,8 @@ class Attempt:
 
     def start_watchdog(self) -> None:
         assert self.lock is not None
-        self._acquired_at = utcnow()
+        if self.job.min_hold:  # only _hold_min reads it
+            self._acquired_at = utcnow()
         socket_fd = getattr(self.lock, "socket_fd", None)
         fd = socket_fd() if socket_fd is not None else None
         if socket_fd is not None and fd is None:  # its session ended since the try-lock
@@ -290,26 +291,28 @@ class Attempt:
         abandon = getattr(lock, "abandon", None)
         if lock is None or abandon is None:
             return None
-        overdue = threading.Event()
+        overdue: list[bool] = []  # a flag set by the cut (cheaper than an Event per attempt)
 
         def cut() -> None:
-            overdue.set()
+            overdue.append(True)
             abandon()
 
         stopping = self.stopping is not None and self.stopping.is_set()
         seconds = STOPPING_FINISH if stopping else self._finish_budget()
         faultpoints.reach("finish_before_check")  # the job ended; the lock is not checked yet
         self._merged_tried = True
+        token = DEADLINES.arm(seconds, cut)
         try:
-            with DEADLINES.bound(seconds, cut):
-                faultpoints.reach("finish_before_record")  # one statement checks and records
-                finished = merged.finish(
-                    self.ledger, self.run, outcome, exit_code=exit_code, message=message
-                )
+            faultpoints.reach("finish_before_record")  # one statement checks and records
+            finished = merged.finish(
+                self.ledger, self.run, outcome, exit_code=exit_code, message=message
+            )
         except Exception as exc:  # as a failed merged statement: one statement at a time
             log.debug("the merged finish failed: %s", exc)
             finished = None
-        if overdue.is_set():
+        finally:
+            DEADLINES.disarm(token)
+        if overdue:
             what = f"recording the outcome: no answer within {seconds:.1f} s"
             return self._unanswered(what, exit_code, give_back_lock=True)
         if finished is None:
@@ -374,7 +377,9 @@ class Attempt:
         if finished.outcome is None:  # closed meanwhile by an instance that took the lock
             self.run = self._closed_by_other(exit_code)
             return False
-        params = self.ledger.finish_params(self.run, outcome, exit_code=exit_code, message=message)
+        params = self.ledger.finish_params_again(
+            self.run, outcome, exit_code=exit_code, message=message
+        )
         self.run = finished_run(self.run, params, finished.outcome)
         return finished.held and finished.released
 

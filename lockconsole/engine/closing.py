@@ -189,16 +189,18 @@ class Deadlines:
         """A fresh state (also in a forked child: the parent's watching thread is not there)."""
         self._due: dict[int, tuple[float, Callable[[], None]]] = {}
         self._tokens = itertools.count()
-        self._changed = threading.Condition()
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)
         self._thread: threading.Thread | None = None
         self._wakes_at = 0.0  # when the watching thread wakes next (it is told of an earlier due)
 
-    @contextmanager
-    def bound(self, seconds: float, cut: Callable[[], None]) -> Iterator[None]:
-        """Within the block, `cut()` runs (on a thread of its own) once `seconds` have passed."""
+    def arm(self, seconds: float, cut: Callable[[], None]) -> int:
+        """From now, `cut()` runs (on a thread of its own) once `seconds` have passed, unless
+        `disarm(token)` came first: call that in a `finally` (the run path's form of `bound`,
+        without a generator per round trip)."""
         token = next(self._tokens)
         due = time.monotonic() + seconds
-        with self._changed:
+        with self._mutex:
             self._due[token] = (due, cut)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -210,20 +212,35 @@ class Deadlines:
                 # two thread switches; a later due is found when it wakes
                 self._wakes_at = due
                 self._changed.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        """The call armed as `token` ended: no cut (unless one already started). One dict pop,
+        atomic under the GIL: the watching thread reads a copy of the calls in flight."""
+        self._due.pop(token, None)
+
+    @contextmanager
+    def bound(self, seconds: float, cut: Callable[[], None]) -> Iterator[None]:
+        """Within the block, `cut()` runs (on a thread of its own) once `seconds` have passed."""
+        token = self.arm(seconds, cut)
         try:
             yield
         finally:
-            with self._changed:
-                self._due.pop(token, None)
+            self.disarm(token)
 
     def _watch(self) -> None:
         while True:
             with self._changed:
                 now = time.monotonic()
-                overdue = [t for t, (due, _) in self._due.items() if due <= now]
-                cuts = [self._due.pop(t)[1] for t in overdue]
+                in_flight = list(self._due.items())  # one C call: a disarm cannot cut across it
+                cuts = []
+                for token, (due, _) in in_flight:
+                    if due <= now:
+                        popped = self._due.pop(token, None)  # None: disarmed meanwhile
+                        if popped is not None:
+                            cuts.append(popped[1])
                 if not cuts:
-                    nearest = min((due for due, _ in self._due.values()), default=now + 60)
+                    nearest = min((due for _, (due, _) in in_flight), default=now + 60)
                     self._wakes_at = max(now + 0.01, nearest)
                     self._changed.wait(self._wakes_at - now)
                     continue

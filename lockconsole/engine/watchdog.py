@@ -55,39 +55,48 @@ class Watch:
         self.check = check
         self.on_lost = on_lost
         self.due = time.monotonic() + interval  # the first check
-        # made by the ticker when the watch comes due (most attempts end before): set by stop(),
-        # and held while a check (and its on_lost) runs
-        self.stopped: threading.Event | None = None
+        self.halted = False  # stop() was called: no check starts after it
+        # made once the watch is handed out (by the ticker when it comes due, most attempts end
+        # before; a socket's watch at once): held while a check (and its on_lost) runs
         self._busy: threading.RLock | None = None
+        # made only for the periodic loop (a watchdog thread waits on it between checks): set
+        # by stop(). An Event per attempt cost the run path as much as a statement's own Python
+        self.stopped: threading.Event | None = None
 
     def stop(self) -> None:
         """Stop watching; returns once no check or on_lost is running (safe from on_lost too)."""
         if self.fd is not None:
             SOCKETS.remove(self.fd, self)
+        self.halted = True
         if not self.pool.forget_watch(self):
-            return  # never came due: no thread has it
-        assert self.stopped is not None and self._busy is not None
-        self.stopped.set()
+            return  # never handed out: no thread has it
+        # forget_watch took it from the ticker: whether it has a `stopped` Event is settled
+        if self.stopped is not None:
+            self.stopped.set()
+        assert self._busy is not None
         with self._busy:
             pass
 
-    def came_due(self) -> None:
-        """The watch came due, or watches a socket (under the pool's lock): make its events."""
-        if self.stopped is None:
-            self.stopped = threading.Event()
+    def came_due(self, *, periodic: bool = True) -> None:
+        """The watch came due (`periodic`: its loop runs on a watchdog thread), or watches a
+        socket (under the pool's lock): make what those need."""
+        if self._busy is None:
             self._busy = threading.RLock()
+        if periodic and self.stopped is None:
+            self.stopped = threading.Event()
+            if self.halted:
+                self.stopped.set()
 
     def _verdict(self) -> bool:
         """Run the check (holding _busy); on a loss call on_lost once. True while held."""
-        assert self.stopped is not None
-        if self.stopped.is_set() or self.fired:
+        if self.halted or self.fired:
             return False
         try:
             held = self.check()
         except Exception as exc:  # a watchdog never dies silently: a failed check is a loss
             log.debug("watchdog check failed: %s", exc)
             held = False
-        if not held and not self.stopped.is_set():
+        if not held and not self.halted:
             self.fired = True
             self.on_lost()
         return held
@@ -101,7 +110,7 @@ class Watch:
         assert self._busy is not None
         if not self._busy.acquire(blocking=False):
             with self._busy:
-                return not (self.fired or (self.stopped is not None and self.stopped.is_set()))
+                return not (self.fired or self.halted)
         try:
             return self._verdict()
         finally:
@@ -149,6 +158,7 @@ class WatchdogPool:
     _mutex: threading.Lock
     _idle: list[_Worker]
     _ticking: threading.Condition
+    _tick_lock: threading.Lock  # the Condition's own lock: taken directly on the run path
     _pending: dict[int, Watch]
     _ticker: threading.Thread | None
     _tick: float
@@ -174,9 +184,9 @@ class WatchdogPool:
         watch = Watch(self, interval, check, on_lost, fd)
         tick = max(MIN_TICK, interval / 4)
         start = False
-        with self._ticking:
+        with self._tick_lock:  # _ticking's lock (its Python-level __enter__ skipped)
             if fd is not None:
-                watch.came_due()
+                watch.came_due(periodic=False)
             self._pending[id(watch)] = watch
             self._last_watch = time.monotonic()
             ticker = self._ticker
@@ -201,9 +211,9 @@ class WatchdogPool:
 
     def forget_watch(self, watch: Watch) -> bool:
         """A watch stops: the ticker will not hand it out; True if it already did."""
-        with self._ticking:
+        with self._tick_lock:
             self._pending.pop(id(watch), None)
-            return watch.stopped is not None
+            return watch._busy is not None
 
     def _tick_loop(self) -> None:
         while True:
@@ -256,7 +266,8 @@ class WatchdogPool:
         """A fresh state (also in a forked child, where the parent's threads do not exist)."""
         self._mutex = threading.Lock()  # the idle workers
         self._idle = []
-        self._ticking = threading.Condition()  # the ticker and the watches not yet due
+        self._tick_lock = threading.Lock()
+        self._ticking = threading.Condition(self._tick_lock)  # the ticker and the watches not due
         self._pending = {}
         self._ticker = None
         self._tick = MIN_TICK

@@ -51,8 +51,16 @@ _GUARD = threading.Lock()
 
 
 def _server_key(ledger: _Asks) -> tuple[Any, ...]:
-    url = ledger.url
-    return (ledger.dialect, url.host, url.port, url.database)
+    key: tuple[Any, ...] | None = getattr(ledger, "clock_key", None)  # a Ledger keeps its own
+    if key is None:
+        url = ledger.url
+        key = (ledger.dialect, url.host, url.port, url.database)
+    return key
+
+
+def server_key(dialect: str, url: Any) -> tuple[Any, ...]:
+    """Which server a reading is of (a Ledger computes it once, as its `clock_key`)."""
+    return (dialect, url.host, url.port, url.database)
 
 
 def read(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
@@ -79,8 +87,7 @@ def reading(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
     server that went away after the first reading never stops a finish from being stamped.
     """
     key = _server_key(ledger)
-    with _GUARD:
-        found = _READINGS.get(key)
+    found = _READINGS.get(key)  # one dict read, atomic under the GIL: no lock for it
     if found is not None and time.monotonic() - found.monotonic < REREAD:
         return found
     try:
@@ -92,6 +99,17 @@ def reading(ledger: _Asks, ask: Callable[[], Any] | None = None) -> Reading:
     with _GUARD:
         _READINGS[key] = fresh
     return fresh
+
+
+def now(ledger: _Asks) -> datetime:
+    """reading(ledger).now() in one step: the server's clock as last read plus the monotonic
+    time since (the run path asks it twice an attempt)."""
+    found = _READINGS.get(_server_key(ledger))
+    if found is not None:
+        elapsed = time.monotonic() - found.monotonic
+        if elapsed < REREAD:
+            return found.server + timedelta(seconds=elapsed)
+    return reading(ledger).now()
 
 
 def known(ledger: _Asks) -> Reading | None:

@@ -31,6 +31,7 @@ from lockconsole.backends.ledger.messages import grant_hint as _grant_hint
 from lockconsole.backends.ledger.schema import TABLE, ensure, schema  # noqa: F401  (TABLE: public)
 from lockconsole.backends.ledger.timestamps import from_db, to_db
 from lockconsole.config.urls import scrub
+from lockconsole.model.construct import construct
 from lockconsole.model.errors import DatabaseError, LedgerDenied, RunClosedError
 from lockconsole.model.jobs import RUN_COLUMNS, Database, Run, evolve
 
@@ -70,6 +71,7 @@ class Ledger:
         self.timeouts = timeouts  # connect.Timeouts of the reads' engine (the console's), or None
         self.url = database.url
         self.dialect: str = database.url.dialect
+        self.clock_key = clock.server_key(self.dialect, self.url)  # whose clock now() reads
         self.application_name = application_name
         self._conn: Any = None
         self._borrowed = False  # _conn is another object's (a lock's): close() leaves it open
@@ -77,6 +79,7 @@ class Ledger:
         self.schema_checked = False
         self._ports_seen = False  # the write connection's ports were looked at (insert_run)
         self.finish_allowed = False  # this role may UPDATE the ledger (probe_finish_run)
+        self._finished_at: tuple[int | None, datetime | None] = (None, None)  # finish_params'
 
     # connections
 
@@ -139,7 +142,7 @@ class Ledger:
 
     def now(self) -> datetime:
         """The ledger server's time now (ledger/clock.py): the one clock of the ledger's times."""
-        return clock.reading(self).now()
+        return clock.now(self)
 
     def server_time(self) -> Any:
         """The server's clock, on a connection already open (the reads' engine in a console)."""
@@ -173,9 +176,14 @@ class Ledger:
     def insert_params(self, run: Run) -> dict[str, Any]:
         """The INSERT's parameters for `run`: its columns, times in this dialect's form."""
         fields = run.__dict__
-        params = {name: fields[name] for name in _INSERT_COLUMNS}
+        if len(fields) == len(COLUMNS):  # a Run's fields are the columns: one C-level copy
+            params = fields.copy()
+            del params["id"]
+        else:
+            params = {name: fields[name] for name in _INSERT_COLUMNS}
+        dialect = self.dialect
         for name in _TIME_COLUMNS:
-            params[name] = to_db(params[name], self.dialect)
+            params[name] = to_db(params[name], dialect)
         return params
 
     def decide(self, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -258,6 +266,7 @@ class Ledger:
         if outcome not in FINAL_OUTCOMES:
             raise ValueError(f"a run finishes as one of {FINAL_OUTCOMES}, not {outcome!r}")
         finished_at = finished_at or self.now()
+        self._finished_at = (run.id, finished_at)  # what finish_params_again stamps this run
         return {
             "id": run.id,
             "outcome": outcome,
@@ -268,6 +277,21 @@ class Ledger:
             "pid": run.pid,
             "finished": finished_at,
         }
+
+    def finish_params_again(
+        self, run: Run, outcome: str, *, exit_code: int | None = None, message: str | None = None
+    ) -> dict[str, Any]:
+        """finish_params for a run whose finish_params were made already (by a merged finish):
+        stamped with the same `finished_at` (the one the statement stored, so the Run taken in
+        says what the row says), without reading the clock again."""
+        run_id, finished_at = self._finished_at
+        return self.finish_params(
+            run,
+            outcome,
+            exit_code=exit_code,
+            message=message,
+            finished_at=finished_at if run_id == run.id and run_id is not None else None,
+        )
 
     def update(self, query: str, params: dict[str, Any]) -> int:
         """Run one UPDATE query file (its datetimes given aware); the number of rows changed."""
@@ -421,10 +445,14 @@ class Ledger:
 
 def finished(run: Run, params: dict[str, Any], outcome: str | None = None) -> Run:
     """`run` closed as finish_params described it (as `outcome`, when the statement chose)."""
-    return evolve(
-        run,
-        outcome=outcome or params["outcome"],
-        finished_at=params["finished"],
-        exit_code=params["exit_code"],
-        message=params["message"],
+    # evolve() without its checks: these are Run's own fields (every finish comes here)
+    return construct(
+        type(run),
+        {
+            **run.__dict__,
+            "outcome": outcome or params["outcome"],
+            "finished_at": params["finished"],
+            "exit_code": params["exit_code"],
+            "message": params["message"],
+        },
     )

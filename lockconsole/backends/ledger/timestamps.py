@@ -12,6 +12,8 @@ def to_db(value: datetime | None, dialect: str) -> Any:
     """An aware datetime in the form the ledger stores for `dialect` (see the module doc)."""
     if value is None:
         return None
+    if value.__class__ is datetime and value.tzinfo is UTC and dialect == "postgresql":
+        return value  # the run path's usual case (the server's clock, read as UTC): as it is
     if not isinstance(value, datetime):
         raise TypeError(f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
