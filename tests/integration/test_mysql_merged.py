@@ -102,39 +102,84 @@ def test_a_lock_held_elsewhere_is_skipped_in_one_round_trip(mysql_proxy, mysql_c
     assert attempt(1).outcome == "succeeded"
 
 
-def test_a_lock_lost_before_the_finish_is_recorded_lock_lost(
-    mysql_url, mysql_conn, uid, monkeypatch
-):
+@pytest.fixture
+def merged(mysql_url, uid):
+    """A job's MysqlLock, the ledger of its database and the merged statements on that lock,
+    driven directly: no watchdog shares the lock's connection with the test."""
+    from lockconsole.backends.factory import merged_for, open_lock
+    from lockconsole.backends.ledger.store import Ledger
+
+    job = f"mm_{uid}"
+    config = _config(mysql_url, job)
+    database = config.database_for(config.job(job))
+    lock: Any = open_lock(config.job(job), database, instance="web-1", application_name="test")
+    ledger = Ledger(config.ledger_for(config.job(job)))
+    ledger.create_schema()
+    try:
+        yield lock, ledger, merged_for(lock, database, database)
+    finally:
+        lock.close()
+        ledger.close()
+
+
+def _base(ledger: Any, job: str, instance: str, hour: int) -> Any:
+    from lockconsole.model.jobs import Run
+
+    return Run(
+        job=job,
+        slot=SLOT.replace(hour=hour),
+        instance=instance,
+        host="test-host",
+        pid=4242,
+        trigger="scheduled",
+        outcome="skipped",
+        started_at=ledger.now(),
+        strategy="mysql",
+        lock_key=job,
+        clock_offset_ms=0,
+    )
+
+
+def test_a_lock_lost_before_the_finish_is_recorded_lock_lost(merged, mysql_conn):
     """The lock's connection is alive but no longer holds the name when the job ends: the merged
     finish writes "lock_lost" (not the job's outcome) and lets nothing go."""
     from lockconsole.backends.merged import Finished
     from lockconsole.backends.mysql.merged import MysqlMerged
 
-    answers: list[Any] = []
-    finish = MysqlMerged.finish
-
-    def spied(self: Any, *args: Any, **kwargs: Any) -> Any:
-        answers.append(finish(self, *args, **kwargs))
-        return answers[-1]
-
-    monkeypatch.setattr(MysqlMerged, "finish", spied)
-    job = f"mm_{uid}"
-    config = _config(mysql_url, job)
-    with run_once(job, config=config, instance="web-1", slot=SLOT) as run:
-        assert run.acquired
-        lock: Any = run.lock
-        with lock.conn.cursor() as cur:  # the job's body, on the lock's own connection
-            cur.execute("SELECT RELEASE_LOCK(%s)", (job,))
-    assert run.run.outcome == "lock_lost"
-    assert answers == [Finished(held=False, outcome="lock_lost", released=False)]
-    stored = _one(
-        mysql_conn, "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", run.run.id
-    )
+    lock, ledger, statements = merged
+    assert isinstance(statements, MysqlMerged)
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
+    assert run is not None and run.outcome == "acquired" and lock.held
+    with lock.conn.cursor() as cur:  # what the job did meanwhile
+        cur.execute("SELECT RELEASE_LOCK(%s)", (lock.name,))
+    finished = statements.finish(ledger, run, "succeeded", exit_code=0, message=None)
+    assert finished == Finished(held=False, outcome="lock_lost", released=False)
+    assert (lock.held, lock.lost_on_release) == (False, True)
+    stored = _one(mysql_conn, "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", run.id)
     assert tuple(stored) == ("lock_lost", LOST)
-    assert _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", job)[0] is None
-    with run_once(job, config=config, instance="web-1", slot=SLOT.replace(hour=4)) as again:
-        assert again.acquired
-    assert again.run.outcome == "succeeded"
+    assert _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", lock.name)[0] is None
+
+
+def test_a_session_that_stops_backslash_escapes_gets_its_values_escaped_again(merged, mysql_conn):
+    """The merged statements keep each value's escaped form on the lock; NO_BACKSLASH_ESCAPES
+    changes how a string is escaped, so a kept form is not reused across that change."""
+    from lockconsole.backends.merged import Finished
+
+    lock, ledger, statements = merged
+    instance = "web\\'1\\"  # a backslash before a quote, and one at the end
+    done = Finished(held=True, outcome="succeeded", released=True)
+    for hour in (3, 4):
+        run = statements.decide(ledger, _base(ledger, lock.name, instance, hour), claims=True)
+        assert run is not None and run.outcome == "acquired"
+        if hour == 3:  # between the two statements of one attempt, as between attempts
+            with lock.conn.cursor() as cur:
+                cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+        assert statements.finish(ledger, run, "succeeded", exit_code=0, message=instance) == done
+    with mysql_conn.cursor() as cur:
+        cur.execute(
+            "SELECT instance, outcome, message FROM lockconsole_runs WHERE job = %s", (lock.name,)
+        )
+        assert cur.fetchall() == ((instance, "succeeded", instance),) * 2
 
 
 def test_a_pause_in_untrusted_words_is_recorded_exactly(mysql_proxy, uid):

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-_NO_BACKSLASH_ESCAPES = 512  # pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES
-_MODE = "%mode"  # the key of lock.literals under which the escaping mode they were made in is kept
+# pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES: the server's sql_mode
+# decides how a string is escaped, so a kept literal is reused only under the same mode
+_NO_BACKSLASH_ESCAPES = 512
 
 
 def _last_row(cur: Any) -> tuple[Any, ...] | None:
@@ -81,18 +82,20 @@ class MysqlMerged(Merged):
         conn = self.lock.conn
         literals = self.lock.literals
         mode = getattr(conn, "server_status", 0) & _NO_BACKSLASH_ESCAPES  # as escape() reads it
-        if literals.get(_MODE) != (mode, ""):  # the escaping changed: escape everything again
-            literals.clear()
-            literals[_MODE] = (mode, "")
         escaped = {}
         for key in names:
             value = params[key]
             known = literals.get(key)
-            if known is not None and type(known[0]) is type(value) and known[0] == value:
-                escaped[key] = known[1]
+            if (
+                known is not None
+                and known[1] == mode
+                and type(known[0]) is type(value)
+                and known[0] == value
+            ):
+                escaped[key] = known[2]
             else:
                 escaped[key] = literal = conn.escape(value)
-                literals[key] = (value, literal)
+                literals[key] = (value, mode, literal)
         return text % escaped
 
     def _answer(self, name: str, params: dict[str, Any]) -> list[Any] | None:
