@@ -8,13 +8,16 @@ per call) and committed one by one (autocommit):
   the verdict (the slot's claim read after the lock was taken, and the job's pause), the INSERT
   of "acquired" or "skipped", and RELEASE_LOCK when the slot already succeeded or the job is
   paused (the paused attempt is then recorded in the pause's words);
-- **finish and release** (`finish_release_run_mysql.sql`): IS_USED_LOCK = CONNECTION_ID(), the
-  conditional outcome UPDATE (committed on its own), then RELEASE_LOCK.
+- **finish and release** (`finish_release_run_mysql.sql`): the conditional outcome UPDATE, which
+  makes the lock's last check (IS_USED_LOCK = CONNECTION_ID()) itself and is committed on its
+  own, then the same check again and RELEASE_LOCK.
 
-Each call's answer is one JSON array in one column: PyMySQL reads a column's description for
-every column of every answer, which cost more client CPU than the statements themselves. The
-parameters are escaped by PyMySQL (`Connection.escape`) and kept on the lock, by name, while
-their value stays the same (the job's, the instance's), so an attempt escapes only what changed.
+The client's CPU is spent mostly reading answers, so they are few and small: each statement's
+result is a packet the client waits for (five statements in decide, two in finish: as few as
+the order above allows), and each call's answer is one JSON array in one column (PyMySQL parses
+a description of every column). The parameters are escaped by PyMySQL (`Connection.escape`) and
+kept on the lock, by name, while their value (and the session's escaping mode) stays the same:
+an attempt escapes only what changed since the last, mostly its times.
 
 Anything unusual (an error, an earlier attempt of the slot still "acquired") leaves `lock.held`
 telling the truth and returns None: the runner goes on one statement at a time.
