@@ -33,6 +33,9 @@ class MysqlLock(LockBase):
         self.multi_statements = True
         self.conn = connect_mysql(database.url, read_timeout=READ_TIMEOUT, multi_statements=True)
         self._merged: dict[str, str] = {}  # query name -> its text with the name escaped in
+        # parameter name -> (its last value, the escaping mode, that value escaped): the merged
+        # statements escape a value again only when it changed since the last attempt (merged.py)
+        self.literals: dict[str, tuple[Any, int, str]] = {}
 
     def _fetch(self, query: str) -> tuple[Any, ...] | None:
         """One row of a query file; the name is escaped in once per lock, not per call."""

@@ -4,12 +4,20 @@ GET_LOCK is held by a connection, and the ledger lives in the same database, so 
 statements ride the lock's connection, sent together (the connection allows several statements
 per call) and committed one by one (autocommit):
 
-- **decide and record** (`decide_run_mysql.sql`): the probe of the UPDATE privilege, GET_LOCK,
-  the slot's claim read after the lock was taken, the job's pause, the INSERT of "acquired" or
-  "skipped", and RELEASE_LOCK when the slot already succeeded or the job is paused (the paused
-  attempt is then recorded in the pause's words);
-- **finish and release** (`finish_release_run_mysql.sql`): IS_USED_LOCK = CONNECTION_ID(), the
-  conditional outcome UPDATE (committed on its own), then RELEASE_LOCK.
+- **decide and record** (`decide_run_mysql.sql`): GET_LOCK, the probe of the UPDATE privilege,
+  the verdict (the slot's claim read after the lock was taken, and the job's pause), the INSERT
+  of "acquired" or "skipped", and RELEASE_LOCK when the slot already succeeded or the job is
+  paused (the paused attempt is then recorded in the pause's words);
+- **finish and release** (`finish_release_run_mysql.sql`): the conditional outcome UPDATE, which
+  makes the lock's last check (IS_USED_LOCK = CONNECTION_ID()) itself and is committed on its
+  own, then the same check again and RELEASE_LOCK.
+
+The client's CPU is spent mostly reading answers, so they are few and small: each statement's
+result is a packet the client waits for (five statements in decide, two in finish: as few as
+the order above allows), and each call's answer is one JSON array in one column (PyMySQL parses
+a description of every column). The parameters are escaped by PyMySQL (`Connection.escape`) and
+kept on the lock, by name, while their value (and the session's escaping mode) stays the same:
+an attempt escapes only what changed since the last, mostly its times.
 
 Anything unusual (an error, an earlier attempt of the slot still "acquired") leaves `lock.held`
 telling the truth and returns None: the runner goes on one statement at a time.
@@ -17,7 +25,10 @@ telling the truth and returns None: the runner goes on one statement at a time.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lockconsole.backends import sqlfiles
@@ -30,6 +41,10 @@ if TYPE_CHECKING:
     from lockconsole.model.jobs import Run
 
 log = logging.getLogger(__name__)
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+# pymysql.constants.SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES: the server's sql_mode
+# decides how a string is escaped, so a kept literal is reused only under the same mode
+_NO_BACKSLASH_ESCAPES = 512
 
 
 def _last_row(cur: Any) -> tuple[Any, ...] | None:
@@ -39,6 +54,18 @@ def _last_row(cur: Any) -> tuple[Any, ...] | None:
         if cur.description:
             row = cur.fetchone()
     return None if row is None else tuple(row)
+
+
+@cache
+def _template(name: str) -> tuple[str, tuple[str, ...]]:
+    """A query file's text and the names of the parameters it uses, each once."""
+    text = sqlfiles.load(name, "mysql")
+    return text, tuple(dict.fromkeys(_PLACEHOLDER.findall(text)))
+
+
+def _int(value: Any) -> int | None:
+    """A number of a JSON answer (a MariaDB user variable comes back as text) as an int."""
+    return None if value is None else int(value)
 
 
 class MysqlMerged(Merged):
@@ -51,6 +78,38 @@ class MysqlMerged(Merged):
         with self.lock.conn.cursor() as cur:
             cur.execute(sqlfiles.load(name, "mysql"), params)
             return _last_row(cur)
+
+    def _sql(self, name: str, params: dict[str, Any]) -> str:
+        """The query file `name` with its parameters escaped in (see the module doc)."""
+        text, names = _template(name)
+        conn = self.lock.conn
+        literals = self.lock.literals
+        mode = getattr(conn, "server_status", 0) & _NO_BACKSLASH_ESCAPES  # as escape() reads it
+        escaped = {}
+        for key in names:
+            value = params[key]
+            known = literals.get(key)
+            if (
+                known is not None
+                and known[1] == mode
+                and type(known[0]) is type(value)
+                and known[0] == value
+            ):
+                escaped[key] = known[2]
+            else:
+                escaped[key] = literal = conn.escape(value)
+                literals[key] = (value, mode, literal)
+        return text % escaped
+
+    def _answer(self, name: str, params: dict[str, Any]) -> list[Any] | None:
+        """The JSON array the call of `name` answers, or None when there was no answer."""
+        with self.lock.conn.cursor() as cur:
+            cur.execute(self._sql(name, params))
+            row = _last_row(cur)
+        if row is None or row[0] is None:
+            return None
+        answer = json.loads(row[0])
+        return answer if isinstance(answer, list) else None
 
     def decide(self, ledger: Ledger, run: Run, *, claims: bool) -> Run | None:
         import pymysql
@@ -68,21 +127,23 @@ class MysqlMerged(Merged):
             finished=now,
         )
         try:
-            row = self._call("decide_run", params)
-        except (pymysql.MySQLError, OSError) as exc:
+            answer = self._answer("decide_run", params)
+        except (pymysql.MySQLError, OSError, ValueError) as exc:
             self._undecided(exc)
             return None
-        if row is None:
+        if answer is None or len(answer) != 11:
             self._undecided(None)
             return None
-        unlocked, got, connection_id = row[4:7]
+        outcome, run_id, claim_id, message, unlocked, got, connection_id = answer[:7]
+        row = (outcome, _int(run_id), claim_id, message)
         lock.session_id = int(connection_id)
         if got is None:  # the server refused the name: the one-statement path says why
             return None
-        lock.held = int(got) == 1 and not unlocked
+        took = int(got) == 1 and not _int(unlocked)
+        lock.held = took
 
         def slot_done() -> None:  # decide_run let the lock go, unless it had gone meanwhile
-            if int(got) == 1 and not unlocked:
+            if took:
                 lock.lost_on_release = True
 
         return settle(
@@ -90,7 +151,7 @@ class MysqlMerged(Merged):
             run,
             row,
             params,
-            pause_row=row[7:11],
+            pause_row=tuple(answer[7:11]),
             let_go=lock.release,
             session_id=lock.session_id,
             slot_done=slot_done,
@@ -131,13 +192,14 @@ class MysqlMerged(Merged):
         params = ledger.finish_params(run, outcome, exit_code=exit_code, message=message)
         params.update(name=lock.name, lost_message=params["message"] or LOST)
         try:
-            row = self._call("finish_release_run", params)
-        except (pymysql.MySQLError, OSError) as exc:
+            answer = self._answer("finish_release_run", params)
+        except (pymysql.MySQLError, OSError, ValueError) as exc:
             log.debug("finish_release_run failed, going on one statement at a time: %s", exc)
             return None
-        if row is None:
+        if answer is None or len(answer) != 2:
             return None
-        held, changed, released = bool(row[0]), int(row[1]), bool(row[2])
+        changed, unlocked = int(answer[0]), _int(answer[1])
+        held, released = unlocked is not None, bool(unlocked)  # RELEASE_LOCK ran iff it was held
         if not held:
             lock.held, lock.lost_on_release = False, True
         elif released:

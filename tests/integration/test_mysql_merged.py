@@ -1,0 +1,217 @@
+"""The run path's merged statements on MariaDB (backends/mysql/merged.py), beyond the usual
+"acquired" attempt: a slot that already ran, a lock held elsewhere, a lock lost before the finish,
+and a pause, each with the round trips it takes and with untrusted text (the instance that ran
+the slot, the pause's words) coming back exactly as it was stored.
+
+A counting TCP proxy sits between lockconsole and the server (as in test_rounds.py); kept
+connections (run_once's sessions), so connecting is not counted.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lockconsole import run_once
+from lockconsole.backends.merged import LOST, SKIP_HELD
+from lockconsole.config.loader import parse_config
+from lockconsole.engine.sessions import REGISTRY
+
+from tests.support.tcp_proxy import CountingProxy, proxied
+
+pytestmark = [pytest.mark.mysql, pytest.mark.usefixtures("empty_registry")]
+SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
+# quotes, a backslash, pyformat and LIKE characters, control characters, a BOM, 2- to 4-byte UTF-8
+ODD = "wéb-1 \"q\" 'x' \\ %s %(x)s _% \t\x01\x1f\x7f\ufeff ☃ 😀"
+
+
+@pytest.fixture
+def mysql_proxy(mysql_url):
+    counting, url = proxied(mysql_url, 3306, CountingProxy)
+    yield counting, url
+    REGISTRY.close_all()
+    counting.close()
+
+
+def _config(url: str, job: str):
+    return parse_config(
+        f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "mysql"\n'
+        f'schedule = "0 3 * * *"\nallow_pooler = true\n'
+    )
+
+
+def _turns(proxy: CountingProxy, attempt) -> tuple[int, Any]:
+    before = proxy.turns
+    result = attempt()
+    return proxy.turns - before, result
+
+
+def _one(conn: Any, sql: str, *params: Any) -> Any:
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchone()
+
+
+def test_a_slot_that_already_ran_is_skipped_in_one_round_trip_and_lets_the_lock_go(
+    mysql_proxy, mysql_conn, uid
+):
+    counting, url = mysql_proxy
+    job = f"mm_{uid}"
+    config = _config(url, job)
+
+    def attempt(instance: str, slot: datetime = SLOT):
+        with run_once(job, config=config, instance=instance, slot=slot) as run:
+            pass
+        return run.run
+
+    first = attempt(ODD)
+    assert first.outcome == "succeeded"
+    assert attempt("web-2", SLOT.replace(hour=4)).outcome == "succeeded"  # connects web-2
+    turns, run = _turns(counting, lambda: attempt("web-2"))
+    expected = f"slot already ran on {ODD} (run {first.id}, succeeded)"
+    assert (turns, run.outcome, run.message) == (1, "skipped", expected)
+    assert run.finished_at is not None and run.session_id is not None
+    stored = _one(mysql_conn, "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", run.id)
+    assert tuple(stored) == ("skipped", expected)
+    assert _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", job)[0] is None  # decide let it go
+    assert len(REGISTRY) == 2  # both sessions kept: neither holds the lock
+    assert attempt("web-2", SLOT.replace(hour=5)).outcome == "succeeded"
+
+
+def test_a_lock_held_elsewhere_is_skipped_in_one_round_trip(mysql_proxy, mysql_conn, uid):
+    counting, url = mysql_proxy
+    job = f"mm_{uid}"
+    config = _config(url, job)
+
+    def attempt(hour: int):
+        with run_once(job, config=config, instance="web-1", slot=SLOT.replace(hour=hour)) as run:
+            pass
+        return run.run
+
+    assert attempt(0).outcome == "succeeded"  # connects
+    assert _one(mysql_conn, "SELECT GET_LOCK(%s, 0)", job)[0] == 1
+    try:
+        turns, run = _turns(counting, lambda: attempt(1))
+        assert (turns, run.outcome, run.message) == (1, "skipped", SKIP_HELD)
+        holder = _one(mysql_conn, "SELECT IS_USED_LOCK(%s), CONNECTION_ID()", job)
+        assert holder[0] == holder[1]  # still this test's
+    finally:
+        _one(mysql_conn, "SELECT RELEASE_LOCK(%s)", job)
+    assert attempt(1).outcome == "succeeded"
+
+
+@pytest.fixture
+def merged(mysql_url, uid):
+    """A job's MysqlLock, the ledger of its database and the merged statements on that lock,
+    driven directly: no watchdog shares the lock's connection with the test."""
+    from lockconsole.backends.factory import merged_for, open_lock
+    from lockconsole.backends.ledger.store import Ledger
+
+    job = f"mm_{uid}"
+    config = _config(mysql_url, job)
+    database = config.database_for(config.job(job))
+    lock: Any = open_lock(config.job(job), database, instance="web-1", application_name="test")
+    ledger = Ledger(config.ledger_for(config.job(job)))
+    ledger.create_schema()
+    try:
+        yield lock, ledger, merged_for(lock, database, database)
+    finally:
+        lock.close()
+        ledger.close()
+
+
+def _base(ledger: Any, job: str, instance: str, hour: int) -> Any:
+    from lockconsole.model.jobs import Run
+
+    return Run(
+        job=job,
+        slot=SLOT.replace(hour=hour),
+        instance=instance,
+        host="test-host",
+        pid=4242,
+        trigger="scheduled",
+        outcome="skipped",
+        started_at=ledger.now(),
+        strategy="mysql",
+        lock_key=job,
+        clock_offset_ms=0,
+    )
+
+
+def test_a_lock_lost_before_the_finish_is_recorded_lock_lost(merged, mysql_conn):
+    """The lock's connection is alive but no longer holds the name when the job ends: the merged
+    finish writes "lock_lost" (not the job's outcome) and lets nothing go."""
+    from lockconsole.backends.merged import Finished
+    from lockconsole.backends.mysql.merged import MysqlMerged
+
+    lock, ledger, statements = merged
+    assert isinstance(statements, MysqlMerged)
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
+    assert run is not None and run.outcome == "acquired" and lock.held
+    with lock.conn.cursor() as cur:  # what the job did meanwhile
+        cur.execute("SELECT RELEASE_LOCK(%s)", (lock.name,))
+    finished = statements.finish(ledger, run, "succeeded", exit_code=0, message=None)
+    assert finished == Finished(held=False, outcome="lock_lost", released=False)
+    assert (lock.held, lock.lost_on_release) == (False, True)
+    stored = _one(mysql_conn, "SELECT outcome, message FROM lockconsole_runs WHERE id = %s", run.id)
+    assert tuple(stored) == ("lock_lost", LOST)
+    assert _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", lock.name)[0] is None
+
+
+def test_a_session_that_stops_backslash_escapes_gets_its_values_escaped_again(merged, mysql_conn):
+    """The merged statements keep each value's escaped form on the lock; NO_BACKSLASH_ESCAPES
+    changes how a string is escaped, so a kept form is not reused across that change."""
+    from lockconsole.backends.merged import Finished
+
+    lock, ledger, statements = merged
+    instance = "web\\'1\\"  # a backslash before a quote, and one at the end
+    done = Finished(held=True, outcome="succeeded", released=True)
+    for hour in (3, 4):
+        run = statements.decide(ledger, _base(ledger, lock.name, instance, hour), claims=True)
+        assert run is not None and run.outcome == "acquired"
+        if hour == 3:  # between the two statements of one attempt, as between attempts
+            with lock.conn.cursor() as cur:
+                cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+        assert statements.finish(ledger, run, "succeeded", exit_code=0, message=instance) == done
+    with mysql_conn.cursor() as cur:
+        cur.execute(
+            "SELECT instance, outcome, message FROM lockconsole_runs WHERE job = %s", (lock.name,)
+        )
+        assert cur.fetchall() == ((instance, "succeeded", instance),) * 2
+
+
+def test_a_pause_in_untrusted_words_is_recorded_exactly(mysql_proxy, uid):
+    from lockconsole.backends.ledger.pauses import Pauses
+    from lockconsole.backends.ledger.store import Ledger
+    from lockconsole.model.jobs import Pause
+
+    counting, url = mysql_proxy
+    job = f"mm_{uid}"
+    config = _config(url, job)
+
+    def attempt(hour: int):
+        with run_once(job, config=config, instance="web-1", slot=SLOT.replace(hour=hour)) as run:
+            pass
+        return run.run
+
+    assert attempt(0).outcome == "succeeded"  # connects; the ledger's tables exist
+    now = datetime.now(UTC)
+    for until in (now.replace(microsecond=7) + timedelta(hours=1), None):
+        pause = Pause(
+            job,
+            f"{ODD}\nline two\r\n\x00end",
+            ODD,
+            now.replace(microsecond=999999) - timedelta(minutes=1),
+            until,
+        )
+        with Ledger(config.ledger_for(config.job(job))) as ledger:
+            Pauses(ledger).pause(pause)
+            attempt(1)  # may connect the ledger's own connection (run_once keeps it)
+            turns, run = _turns(counting, lambda: attempt(2))  # noqa: B023
+            assert (turns, run.outcome, run.message) == (2, "paused", pause.reason())
+            [stored] = [r for r in ledger.runs(job) if r.id == run.id]
+            assert (stored.outcome, stored.message) == ("paused", pause.reason())
+            Pauses(ledger).resume(job, datetime.now(UTC))
+    assert attempt(3).outcome == "succeeded"
