@@ -215,3 +215,35 @@ def test_a_pause_in_untrusted_words_is_recorded_exactly(mysql_proxy, uid):
             assert (stored.outcome, stored.message) == ("paused", pause.reason())
             Pauses(ledger).resume(job, datetime.now(UTC))
     assert attempt(3).outcome == "succeeded"
+
+
+@pytest.mark.parametrize("compound", [True, False])
+def test_decide_as_one_compound_statement_or_as_mysqls_seven_means_the_same(
+    merged, mysql_conn, monkeypatch, compound
+):
+    """MariaDB gets decide as one compound statement (one answer to wake up for); MySQL, which
+    has none, gets its seven statements. Both forms, on this MariaDB: a first attempt acquires,
+    a second instance finds the slot already run (the message exact, with untrusted words), and
+    the lock is let go."""
+    from lockconsole.backends.mysql import merged as mysql_merged
+
+    lock, ledger, statements = merged
+    assert mysql_merged._is_mariadb(lock.conn)
+    monkeypatch.setattr(mysql_merged, "_is_mariadb", lambda conn: compound)
+    sent: list[str] = []
+    real_sql = mysql_merged.MysqlMerged._sql
+    monkeypatch.setattr(
+        mysql_merged.MysqlMerged,
+        "_sql",
+        lambda self, name, params: sent.append(real_sql(self, name, params)) or sent[-1],
+    )
+    first = statements.decide(ledger, _base(ledger, lock.name, ODD, 3), claims=True)
+    assert first is not None and first.outcome == "acquired"
+    assert statements.finish(ledger, first, "succeeded", exit_code=0, message=None) is not None
+    again = statements.decide(ledger, _base(ledger, lock.name, "web-2", 3), claims=True)
+    assert again is not None and again.outcome == "skipped"
+    assert again.message == f"slot already ran on {ODD} (run {first.id}, succeeded)"
+    assert not lock.held and _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", lock.name)[0] is None
+    decides = [sql for sql in sent if "GET_LOCK" in sql]
+    assert len(decides) == 2
+    assert all(sql.startswith("BEGIN NOT ATOMIC") is compound for sql in decides)

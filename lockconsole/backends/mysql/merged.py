@@ -13,11 +13,15 @@ per call) and committed one by one (autocommit):
   own, then the same check again and RELEASE_LOCK.
 
 The client's CPU is spent mostly reading answers, so they are few and small: each statement's
-result is a packet the client waits for (five statements in decide, two in finish: as few as
-the order above allows), and each call's answer is one JSON array in one column (PyMySQL parses
-a description of every column). The parameters are escaped by PyMySQL (`Connection.escape`) and
-kept on the lock, by name, while their value (and the session's escaping mode) stays the same:
-an attempt escapes only what changed since the last, mostly its times.
+result is a packet the client wakes up for, and each call's answer is one JSON array in one
+column (PyMySQL parses a description of every column). On MariaDB, decide's seven statements go
+as one compound statement (`BEGIN NOT ATOMIC ... END`: the same statements, each still its own
+autocommit transaction reading what committed before it started), which answers only its last
+SELECT: about 0.1 ms of client CPU less an attempt than seven answers. MySQL has no anonymous
+compound statement and gets the seven. The parameters are escaped by PyMySQL
+(`Connection.escape`) and kept on the lock, by name, while their value (and the session's
+escaping mode) stays the same: an attempt escapes only what changed since the last, mostly its
+times.
 
 Anything unusual (an error, an earlier attempt of the slot still "acquired") leaves `lock.held`
 telling the truth and returns None: the runner goes on one statement at a time.
@@ -57,10 +61,21 @@ def _last_row(cur: Any) -> tuple[Any, ...] | None:
 
 
 @cache
-def _template(name: str) -> tuple[str, tuple[str, ...]]:
-    """A query file's text and the names of the parameters it uses, each once."""
+def _template(name: str, compound: bool = False) -> tuple[str, tuple[str, ...]]:
+    """A query file's text and the names of the parameters it uses, each once; with `compound`,
+    its statements as one MariaDB compound statement (`BEGIN NOT ATOMIC ... END`)."""
     text = sqlfiles.load(name, "mysql")
+    if compound:
+        text = f"BEGIN NOT ATOMIC\n{text};\nEND"
     return text, tuple(dict.fromkeys(_PLACEHOLDER.findall(text)))
+
+
+def _is_mariadb(conn: Any) -> bool:
+    """The server is MariaDB (its version string says so), which runs compound statements."""
+    try:
+        return "mariadb" in str(conn.get_server_info()).lower()
+    except Exception:
+        return False
 
 
 def _int(value: Any) -> int | None:
@@ -81,8 +96,8 @@ class MysqlMerged(Merged):
 
     def _sql(self, name: str, params: dict[str, Any]) -> str:
         """The query file `name` with its parameters escaped in (see the module doc)."""
-        text, names = _template(name)
         conn = self.lock.conn
+        text, names = _template(name, name == "decide_run" and _is_mariadb(conn))
         literals = self.lock.literals
         mode = getattr(conn, "server_status", 0) & _NO_BACKSLASH_ESCAPES  # as escape() reads it
         escaped = {}
