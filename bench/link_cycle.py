@@ -45,11 +45,12 @@ def taken_as_direct() -> Iterator[None]:
     from lockconsole.backends.lease import lock as lease_lock
     from lockconsole.backends.ledger import store
     from lockconsole.backends.postgres import lock as pg_lock
+    from lockconsole.backends.postgres.wire import mark_direct, wire_for
 
     def direct(conn: Any, server_port: Any, client_port: Any) -> bool:
-        if conn.prepare_threshold is not None:
+        if wire_for(conn).direct:
             return False
-        conn.prepare_threshold = connect.PREPARE_THRESHOLD
+        mark_direct(conn)
         return True
 
     modules = (connect, lease_lock, store, pg_lock)

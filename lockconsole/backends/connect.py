@@ -124,15 +124,20 @@ def local_address(conn: PgConnection[Any]) -> tuple[Any, ...] | None:
 def prepare_if_direct(
     conn: PgConnection[Any], server_port: int | None, client_port: int | None
 ) -> bool:
-    """Let psycopg prepare the statements a kept connection repeats, once it is known direct.
+    """Prepare the statements a kept connection repeats, once it is known direct.
 
     Our connections open with prepare_threshold=None: transaction pooling breaks named prepared
     statements ("prepared statement _pg3_0 already exists"). A connection is direct when the server
     saw the port we dialled (inet_server_port()) and our socket's own port (inet_client_port()): a
     pooler or TCP proxy in between shows other ports. Over a Unix socket both are NULL and PgBouncer
-    cannot be ruled out, so such a connection stays unprepared. True if preparing was enabled.
+    cannot be ruled out, so such a connection stays unprepared. A direct connection's run-path
+    statements are prepared by its Wire (backends/postgres/wire.py), which owns its prepared
+    statements: psycopg's would be dropped with DEALLOCATE ALL after any rollback, and ours with
+    them. True if preparing was enabled.
     """
-    if server_port is None or client_port is None or conn.prepare_threshold is not None:
+    from lockconsole.backends.postgres.wire import mark_direct, wire_for
+
+    if server_port is None or client_port is None or wire_for(conn).direct:
         return False
     local = local_address(conn)
     try:
@@ -141,7 +146,7 @@ def prepare_if_direct(
         return False
     if local is None or local[1] != client_port or dialled != server_port:
         return False
-    conn.prepare_threshold = PREPARE_THRESHOLD
+    mark_direct(conn)
     return True
 
 

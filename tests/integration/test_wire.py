@@ -16,7 +16,7 @@ import pytest
 
 from lockconsole.backends.connect import shut_socket
 from lockconsole.backends.postgres import wire
-from lockconsole.backends.postgres.wire import wire_for
+from lockconsole.backends.postgres.wire import mark_direct, wire_for
 
 from tests.support.tcp_proxy import SwitchableProxy
 
@@ -51,10 +51,11 @@ def _prepared(c: psycopg.Connection[Any]) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-@pytest.mark.parametrize("threshold", [None, 5])
-def test_values_go_and_come_back_as_a_cursor_has_them(conn, threshold) -> None:
-    conn.prepare_threshold = threshold
+@pytest.mark.parametrize("direct", [False, True])
+def test_values_go_and_come_back_as_a_cursor_has_them(conn, direct) -> None:
     expected = conn.execute(ECHO, VALUES).fetchone()
+    if direct:
+        mark_direct(conn)
     for _ in range(3):  # unnamed, or prepared then executed by name
         answer = wire_for(conn).exchange([(ECHO, VALUES)])
         assert answer.error is None
@@ -92,14 +93,14 @@ def test_a_direct_connection_prepares_each_statement_once_another_never(conn) ->
     for _ in range(4):
         assert wire_for(conn).exchange(statements).rows == [(2,), ("x",)]
     assert _prepared(conn) == []
-    conn.prepare_threshold = 5
+    mark_direct(conn)
     for _ in range(4):
         assert wire_for(conn).exchange(statements).rows == [(2,), ("x",)]
     assert _prepared(conn) == ["lockconsole_0", "lockconsole_1"]
 
 
 def test_a_statement_that_fails_to_prepare_is_prepared_again_next_time(conn, uid) -> None:
-    conn.prepare_threshold = 5
+    mark_direct(conn)
     table = f"later_{uid}"
     sql = f"SELECT count(*) FROM {table}"
     assert isinstance(wire_for(conn).exchange([(sql, {})]).error, psycopg.errors.UndefinedTable)
@@ -149,3 +150,31 @@ def test_an_interrupt_half_way_closes_the_connection_rather_than_leave_answers(
     with pytest.raises(KeyboardInterrupt):
         wire_for(conn).exchange([("SELECT pg_sleep(0.2)", {})])
     assert conn.closed  # the sleep's answer was never read: nothing may read it later
+
+
+def test_statements_dropped_behind_the_wires_back_are_prepared_again(conn) -> None:
+    mark_direct(conn)
+    statements: list[tuple[str, dict[str, Any]]] = [("SELECT %(a)s::int * 2", {"a": 21})]
+    assert wire_for(conn).exchange(statements).rows == [(42,)]
+    conn.execute("DEALLOCATE ALL")  # as psycopg sends after a rollback when it prepared
+    failed = wire_for(conn).exchange(statements)
+    assert isinstance(failed.error, psycopg.errors.InvalidSqlStatementName)
+    assert wire_for(conn).exchange(statements).rows == [(42,)]  # prepared again
+
+
+def test_a_connection_and_its_wire_are_collected_together(pg_url) -> None:
+    import gc
+    import weakref
+
+    c = psycopg.connect(pg_url, autocommit=True)
+    wire_for(c).exchange([("SELECT 1", {})])
+    gone = weakref.ref(c)
+    c.close()
+    del c
+    gc.collect()
+    assert gone() is None
+
+
+def test_the_wire_refuses_a_connection_in_transaction_mode(pg_url) -> None:
+    with psycopg.connect(pg_url) as c, pytest.raises(ValueError, match="autocommit"):
+        wire_for(c)

@@ -190,8 +190,9 @@ class Ledger:
         """PostgreSQL: run decide_run (see backends/postgres/merged.py); its one row.
 
         Sent through libpq directly (backends/postgres/wire.py) on a write connection already
-        open; a failure there rolled its one statement back, and the cursor path runs it again
-        with its remedies (create the table, reconnect once, say what was denied)."""
+        open. When the statement failed (its one transaction rolled back) or the connection did,
+        the cursor path runs it again with its remedies (create the table, reconnect once, say
+        what was denied), as it would have after its own first try."""
         if self._conn is not None and self.dialect == "postgresql":
             import psycopg
 
@@ -201,8 +202,10 @@ class Ledger:
                 answer = wire_for(self._conn).exchange(
                     [(sqlfiles.load("decide_run", self.dialect), params)]
                 )
-            except psycopg.Error:
+            except psycopg.OperationalError:  # the connection failed: as the cursor path's own
                 answer = None
+            except psycopg.Error as exc:  # after the Sync: the row may be committed, never twice
+                raise DatabaseError(self.describe(exc)) from None
             if answer is not None and answer.error is None:
                 row = answer.row(0)
                 if row is None:

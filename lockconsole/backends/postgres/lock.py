@@ -72,6 +72,19 @@ class _PgLock(LockBase):
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
 
+    def answer(self, sql: str, params: dict[str, Any], what: str) -> tuple[Any, ...]:
+        """The one row `sql` answers, sent through the connection's Wire (prepared once on a
+        direct connection); a psycopg.Error as a cursor would raise it."""
+        from lockconsole.backends.postgres.wire import wire_for
+
+        answer = wire_for(self.conn).exchange([(sql, params)])
+        if answer.error is not None:
+            raise answer.error
+        row = answer.row(0)
+        if row is None:
+            raise DatabaseError(f"{self.database.url.masked}: {what} answered no row")
+        return row
+
     def one_row(self, cursor: Cursor[TupleRow], what: str) -> TupleRow:
         """The one row a lock function's SELECT answers."""
         row = cursor.fetchone()
@@ -136,8 +149,8 @@ class _PgLock(LockBase):
                 timeout = {"timeout": f"{CHECK_TIMEOUT}s"}
                 self.conn.execute(sqlfiles.load("set_statement_timeout"), timeout)
                 self._timeout_set = True
-            row = self.conn.execute(sqlfiles.load("check_advisory_lock"), self.identity).fetchone()
-        except psycopg.Error:
+            row = self.answer(sqlfiles.load("check_advisory_lock"), self.identity, "the check")
+        except (psycopg.Error, DatabaseError):
             return False
         return bool(row and row[0])
 
@@ -229,7 +242,7 @@ class PgSessionLock(_PgLock):
 
         sql, params, guarded = self.try_statement(any_port=any_port)
         try:
-            row = self.one_row(self.conn.execute(sql, params), "pg_try_advisory_lock")
+            row = self.answer(sql, params, "pg_try_advisory_lock")
         except psycopg.Error as exc:
             raise self.failure("pg_try_advisory_lock", exc) from None
         got, pid = row[0], row[1]
@@ -274,7 +287,7 @@ class PgSessionLock(_PgLock):
         import psycopg
 
         return self._unlock(
-            lambda: self.conn.execute(self._sql("advisory_unlock"), self.key_params).fetchone(),
+            lambda: self.answer(self._sql("advisory_unlock"), self.key_params, "the unlock"),
             (psycopg.Error,),
             "pg_advisory_unlock",
         )

@@ -298,7 +298,10 @@ class XactMerged(Merged):
         if not self.same_database or not lock.held or _spoke(lock):
             return None
         params = _finish_params(ledger, run, lock, outcome, exit_code, message)
-        # inside the transaction that holds the key: held by construction (no pg_locks read)
+        # inside the transaction that holds the key: held by construction (no pg_locks read).
+        # This rests on SAVEPOINT going first in the same pipeline: it fails outside a
+        # transaction block and in an aborted one, so the statement only runs while the
+        # transaction that took the key (at its top level, before any savepoint) is alive.
         params["release"], params["in_transaction"] = False, True
         conn = lock.conn
         statements = [

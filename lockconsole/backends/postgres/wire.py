@@ -8,9 +8,12 @@ would have it), a pipeline of two costs about a fifth of that. The round trips a
 every statement of one `exchange` travels in one write, ends in one Sync (one implicit
 transaction when no transaction block is open) and is answered in one read.
 
-On a direct connection (`prepare_threshold` set: no pooler in between) each statement is
-prepared once per connection under a name of ours and executed by name after; otherwise the
-unnamed statement is used every time, which a transaction-mode pooler allows.
+On a direct connection (`mark_direct`: no pooler in between) each statement is prepared once
+per connection under a name of ours and executed by name after; otherwise the unnamed statement
+is used every time, which a transaction-mode pooler allows. psycopg itself never prepares on a
+connection with a Wire: it drops all of its prepared statements with `DEALLOCATE ALL` after any
+rollback, which would take ours with them. Should they go anyway (a `DEALLOCATE ALL` from
+elsewhere), the failed execution makes the Wire forget its names and prepare again next time.
 
 Waiting is a `poll` on the connection's socket with the GIL released, so a deadline on another
 thread can cut the socket (engine/closing.py) and the wait ends with an OperationalError, as a
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import re
 import select
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -44,7 +46,8 @@ _SYNC, _FAILED, _ABORTED = (
 _TUPLES, _TEXT = pq.ExecStatus.TUPLES_OK, pq.Format.TEXT
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%")
-_WIRES: weakref.WeakKeyDictionary[Any, Wire] = weakref.WeakKeyDictionary()  # connection -> Wire
+_ATTRIBUTE = "_lockconsole_wire"  # where a connection keeps its Wire (collected with it)
+_GONE_NAME = "26000"  # invalid_sql_statement_name: a prepared statement of ours is gone
 
 
 # a statement ready to send: its sql, numbered text, dumped values, their types and formats
@@ -100,8 +103,13 @@ class Wire:
     """One psycopg connection's libpq pipeline, and the statements prepared on it."""
 
     def __init__(self, conn: Connection[Any]) -> None:
-        self._conn = weakref.ref(conn)  # the map of Wires holds its connections weakly
+        if not conn.autocommit:  # a cursor would BEGIN first; the Wire's statements commit
+            raise ValueError("the Wire sends on autocommit connections only")
+        self._conn = conn
         self.pgconn = conn.pgconn
+        # direct: prepare by name (mark_direct); psycopg prepares no more on this connection
+        self.direct = conn.prepare_threshold is not None
+        conn.prepare_threshold = None
         self._tx = adapt.Transformer.from_context(conn)
         self._auto = adapt.PyFormat.AUTO
         self._prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}  # (sql, types) -> name
@@ -113,13 +121,13 @@ class Wire:
         answer is read. Raises psycopg.OperationalError when the connection fails; anything
         that stops the exchange half-way (an interrupt) closes the connection rather than leave
         answers unread on it."""
-        pg, conn = self.pgconn, self._conn()
-        if conn is None or pg is not conn.pgconn:
-            raise RuntimeError("a Wire outlived its connection")
+        pg, conn = self.pgconn, self._conn
+        if pg is not conn.pgconn:
+            raise RuntimeError("a Wire outlived its connection's libpq connection")
         with conn.lock:
             dumped = [self._dump(sql, params) for sql, params in statements]  # nothing sent yet
             try:
-                sent = self._send(pg, dumped, named=conn.prepare_threshold is not None)
+                sent = self._send(pg, dumped, named=self.direct)
                 answer = self._read(pg, sent)
                 pg.exit_pipeline_mode()
             except BaseException:
@@ -193,6 +201,8 @@ class Wire:
             if status == _FAILED:
                 if error is None:
                     error = errors.error_from_result(res, encoding=self._encoding)
+                    if error.sqlstate == _GONE_NAME:  # our names were dropped: prepare again
+                        self._prepared.clear()
                 continue
             if status == _ABORTED or error is not None:
                 continue
@@ -221,11 +231,17 @@ def _leave(conn: Connection[Any], pg: Any) -> None:
 
 
 def wire_for(conn: Connection[Any]) -> Wire:
-    """The Wire of `conn`, made on first use (it goes when the connection does)."""
-    wire = _WIRES.get(conn)
+    """The Wire of `conn`, made on first use and kept on the connection (it goes with it)."""
+    wire: Wire | None = getattr(conn, _ATTRIBUTE, None)
     if wire is None or wire.pgconn is not conn.pgconn:
-        wire = _WIRES[conn] = Wire(conn)
+        wire = Wire(conn)
+        setattr(conn, _ATTRIBUTE, wire)
     return wire
+
+
+def mark_direct(conn: Connection[Any]) -> None:
+    """`conn` reaches the server with no pooler in between: its Wire prepares by name."""
+    wire_for(conn).direct = True
 
 
 def _wait(fd: int, *, write: bool = False) -> None:
