@@ -19,9 +19,9 @@ as one compound statement (`BEGIN NOT ATOMIC ... END`: the same statements, each
 autocommit transaction reading what committed before it started), which answers only its last
 SELECT: about 0.1 ms of client CPU less an attempt than seven answers. MySQL has no anonymous
 compound statement and gets the seven. The parameters are escaped by PyMySQL
-(`Connection.literal`, as its cursor does) and kept on the lock, by name, while their value (and
-the session's escaping mode) stays the same: an attempt escapes only what changed since the
-last, mostly its times.
+(`Connection.escape` with its encoders, as its cursor does) and kept on the lock, by name, while
+their value (and the session's escaping mode) stays the same: an attempt escapes only what
+changed since the last, mostly its times.
 
 Anything unusual (an error, an earlier attempt of the slot still "acquired") leaves `lock.held`
 telling the truth and returns None: the runner goes on one statement at a time.
@@ -99,7 +99,7 @@ class MysqlMerged(Merged):
         conn = self.lock.conn
         text, names = _template(name, name == "decide_run" and _is_mariadb(conn))
         literals = self.lock.literals
-        mode = getattr(conn, "server_status", 0) & _NO_BACKSLASH_ESCAPES  # as literal() reads it
+        mode = getattr(conn, "server_status", 0) & _NO_BACKSLASH_ESCAPES  # as escape() reads it
         escaped = {}
         for key in names:
             value = params[key]
@@ -112,7 +112,7 @@ class MysqlMerged(Merged):
             ):
                 escaped[key] = known[2]
             else:
-                escaped[key] = literal = conn.literal(value)
+                escaped[key] = literal = conn.escape(value, conn.encoders)
                 literals[key] = (value, mode, literal)
         return text % escaped
 
