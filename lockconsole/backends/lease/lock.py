@@ -129,6 +129,13 @@ class LeaseLock(LockBase):
         """Run one compiled statement on the raw connection: a row, a scalar or the row count."""
         dbapi = self._connection().connection.dbapi_connection
         stmt = self._statements()[name]
+        if self.dialect == "postgresql":  # prepared once (wire.py), as the merged statements are
+            from lockconsole.backends.postgres.wire import wire_for
+
+            answer = wire_for(dbapi).exchange([(stmt.sql, stmt.params(given))])
+            if answer.error is not None:
+                raise answer.error
+            return answer.row(0) if fetch == "row" else answer.count(0)
         cur = dbapi.cursor()
         try:
             cur.execute(stmt.sql, stmt.params(given))

@@ -85,18 +85,30 @@ def statement(sql: str) -> Statement:
 
 
 class Answer:
-    """What an exchange brought back: each statement's first row (None when it had none), up to
-    the first failure, and that failure (a psycopg.Error) if there was one."""
+    """What an exchange brought back: each statement's first row (None when it had none) and
+    the rows it affected, up to the first failure, and that failure (a psycopg.Error) if any."""
 
-    __slots__ = ("error", "rows")
+    __slots__ = ("counts", "error", "rows")
 
-    def __init__(self, rows: list[tuple[Any, ...] | None], error: Exception | None) -> None:
+    def __init__(
+        self,
+        rows: list[tuple[Any, ...] | None],
+        error: Exception | None,
+        counts: list[int | None] | None = None,
+    ) -> None:
         self.rows = rows
         self.error = error
+        self.counts = counts or []
 
     def row(self, index: int) -> tuple[Any, ...] | None:
         """Statement `index`'s first row; None when it failed, was not reached or had none."""
         return self.rows[index] if index < len(self.rows) else None
+
+    def count(self, index: int) -> int:
+        """The rows statement `index` inserted, updated, deleted or returned (a cursor's
+        rowcount); -1 when it failed or was not reached."""
+        found = self.counts[index] if index < len(self.counts) else None
+        return -1 if found is None else found
 
 
 class Wire:
@@ -182,6 +194,7 @@ class Wire:
         """Read every command's result up to the Sync; prepares that took are remembered."""
         tx = self._tx
         rows: list[tuple[Any, ...] | None] = []
+        counts: list[int | None] = []
         error: Exception | None = None
         index = 0
         while True:
@@ -210,13 +223,14 @@ class Wire:
                 name, key = command
                 self._prepared[key] = name
                 continue
+            counts.append(res.command_tuples)
             if status == _TUPLES and res.ntuples:
                 tx.set_pgresult(res)
                 rows.append(tx.load_row(0, tuple))
             else:
                 rows.append(None)
         tx.set_pgresult(None)
-        return Answer(rows, error)
+        return Answer(rows, error, counts)
 
 
 def _leave(conn: Connection[Any], pg: Any) -> None:
