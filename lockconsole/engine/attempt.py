@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +38,6 @@ from lockconsole.engine.watchdog import WATCHDOGS, Watch
 from lockconsole.model.context import JobContext, qualified_run_id
 from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError, RunClosedError
 from lockconsole.model.jobs import Job, Run, evolve
-from lockconsole.model.slots import utcnow
 
 log = logging.getLogger(__name__)
 _EVENTS = threading.Lock()  # makes an Attempt's events on first use, once
@@ -99,7 +99,7 @@ class Attempt:
     on_stop: list[Callable[[str], None]] = field(default_factory=list)
     _watch: Watch | None = None
     _stuck: bool = False  # a check got no answer: our server session may outlive our end of it
-    _acquired_at: datetime | None = None
+    _acquired_mono: float | None = None  # time.monotonic() at the acquisition (min_hold)
     sessions: SessionRegistry | None = None  # where the lock and ledger go back after finish
     session_key: tuple[Any, ...] = ()
     merged: Merged | None = None  # check, record and release in one statement (PostgreSQL)
@@ -173,8 +173,10 @@ class Attempt:
 
     def start_watchdog(self) -> None:
         assert self.lock is not None
-        if self.job.min_hold:  # only _hold_min reads it
-            self._acquired_at = utcnow()
+        if (
+            self.job.min_hold
+        ):  # only _hold_min reads it: an interval, on this host's monotonic clock
+            self._acquired_mono = time.monotonic()
         socket_fd = getattr(self.lock, "socket_fd", None)
         fd = socket_fd() if socket_fd is not None else None
         if socket_fd is not None and fd is None:  # its session ended since the try-lock
@@ -447,8 +449,9 @@ class Attempt:
         """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""
         if not self.job.min_hold or self.job.strategy in _SELF_HOLDING or outcome == "lock_lost":
             return
-        if self._acquired_at is None:
+        if self._acquired_mono is None:
             return
-        remaining = (self._acquired_at + self.job.min_hold - utcnow()).total_seconds()
+        held = time.monotonic() - self._acquired_mono
+        remaining = self.job.min_hold.total_seconds() - held
         if remaining > 0:
             self.stop.wait(remaining)
