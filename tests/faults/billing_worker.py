@@ -34,7 +34,7 @@ from lockconsole.idempotency import claim
 
 def _skew_clock(seconds: float) -> None:
     """Move the app clock: every utcnow() lockconsole reads is off by `seconds`."""
-    from lockconsole.engine import attempt, runner
+    from lockconsole.engine import runner
     from lockconsole.model import slots
 
     real = slots.utcnow
@@ -42,7 +42,7 @@ def _skew_clock(seconds: float) -> None:
     def skewed() -> datetime:
         return real() + timedelta(seconds=seconds)
 
-    slots.utcnow = runner.utcnow = attempt.utcnow = skewed
+    slots.utcnow = runner.utcnow = skewed  # (min_hold is an interval on the monotonic clock)
 
 
 def bill(attempt, conn, table: str, period: str, tenants: int, delay: float, counts: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,17 @@ def empty_registry() -> Iterator[None]:
     REGISTRY.close_all()
     yield
     REGISTRY.close_all()
+
+
+@pytest.fixture
+def mysql_proxy(mysql_url: str) -> Iterator[tuple[Any, str]]:
+    """A counting TCP proxy in front of the test MariaDB, and the URL through it; the kept
+    run_once sessions are closed before the proxy."""
+    from lockconsole.engine.sessions import REGISTRY
+
+    from tests.support.tcp_proxy import CountingProxy, proxied
+
+    counting, url = proxied(mysql_url, 3306, CountingProxy)
+    yield counting, url
+    REGISTRY.close_all()
+    counting.close()

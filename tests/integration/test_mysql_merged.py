@@ -19,20 +19,12 @@ from lockconsole.backends.merged import LOST, SKIP_HELD
 from lockconsole.config.loader import parse_config
 from lockconsole.engine.sessions import REGISTRY
 
-from tests.support.tcp_proxy import CountingProxy, proxied
+from tests.support.tcp_proxy import turns as _turns
 
 pytestmark = [pytest.mark.mysql, pytest.mark.usefixtures("empty_registry")]
 SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
 # quotes, a backslash, pyformat and LIKE characters, control characters, a BOM, 2- to 4-byte UTF-8
 ODD = "wéb-1 \"q\" 'x' \\ %s %(x)s _% \t\x01\x1f\x7f\ufeff ☃ 😀"
-
-
-@pytest.fixture
-def mysql_proxy(mysql_url):
-    counting, url = proxied(mysql_url, 3306, CountingProxy)
-    yield counting, url
-    REGISTRY.close_all()
-    counting.close()
 
 
 def _config(url: str, job: str):
@@ -42,10 +34,11 @@ def _config(url: str, job: str):
     )
 
 
-def _turns(proxy: CountingProxy, attempt) -> tuple[int, Any]:
-    before = proxy.turns
-    result = attempt()
-    return proxy.turns - before, result
+def _attempt(job: str, config: Any, instance: str, slot: datetime) -> Any:
+    """One run_once attempt with an empty body: its Run as recorded."""
+    with run_once(job, config=config, instance=instance, slot=slot) as run:
+        pass
+    return run.run
 
 
 def _one(conn: Any, sql: str, *params: Any) -> Any:
@@ -62,9 +55,7 @@ def test_a_slot_that_already_ran_is_skipped_in_one_round_trip_and_lets_the_lock_
     config = _config(url, job)
 
     def attempt(instance: str, slot: datetime = SLOT):
-        with run_once(job, config=config, instance=instance, slot=slot) as run:
-            pass
-        return run.run
+        return _attempt(job, config, instance, slot)
 
     first = attempt(ODD)
     assert first.outcome == "succeeded"
@@ -86,9 +77,7 @@ def test_a_lock_held_elsewhere_is_skipped_in_one_round_trip(mysql_proxy, mysql_c
     config = _config(url, job)
 
     def attempt(hour: int):
-        with run_once(job, config=config, instance="web-1", slot=SLOT.replace(hour=hour)) as run:
-            pass
-        return run.run
+        return _attempt(job, config, "web-1", SLOT.replace(hour=hour))
 
     assert attempt(0).outcome == "succeeded"  # connects
     assert _one(mysql_conn, "SELECT GET_LOCK(%s, 0)", job)[0] == 1
@@ -192,9 +181,7 @@ def test_a_pause_in_untrusted_words_is_recorded_exactly(mysql_proxy, uid):
     config = _config(url, job)
 
     def attempt(hour: int):
-        with run_once(job, config=config, instance="web-1", slot=SLOT.replace(hour=hour)) as run:
-            pass
-        return run.run
+        return _attempt(job, config, "web-1", SLOT.replace(hour=hour))
 
     assert attempt(0).outcome == "succeeded"  # connects; the ledger's tables exist
     now = datetime.now(UTC)

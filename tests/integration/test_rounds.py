@@ -8,7 +8,6 @@ sends after the server last spoke: a pipeline of two statements is one. Kept con
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -18,6 +17,7 @@ from lockconsole.config.loader import parse_config
 from lockconsole.engine.sessions import REGISTRY
 
 from tests.support.tcp_proxy import CountingProxy, proxied
+from tests.support.tcp_proxy import turns as _turns
 
 pytestmark = pytest.mark.usefixtures("empty_registry")
 SLOT = datetime(2030, 1, 1, 3, tzinfo=UTC)
@@ -31,25 +31,11 @@ def proxy(pg_url):
     counting.close()
 
 
-@pytest.fixture
-def mysql_proxy(mysql_url):
-    counting, url = proxied(mysql_url, 3306, CountingProxy)
-    yield counting, url
-    REGISTRY.close_all()
-    counting.close()
-
-
 def _config(url: str, job: str, strategy: str = "pg-session", extra: str = ""):
     return parse_config(
         f'[databases.main]\nurl = "{url}"\n[jobs.{job}]\nstrategy = "{strategy}"\n'
         f'schedule = "0 3 * * *"\nallow_pooler = true\nlease_table = "lease_{job}"\n{extra}'
     )
-
-
-def _turns(proxy: CountingProxy, attempt) -> tuple[int, Any]:
-    before = proxy.turns
-    result = attempt()
-    return proxy.turns - before, result
 
 
 ROUND_TRIPS = [("pg-session", 2), ("pg-xact", 3), ("mysql", 2), ("lease", 2)]

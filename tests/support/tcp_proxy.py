@@ -6,6 +6,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -164,6 +165,14 @@ class CountingProxy(SwitchableProxy):
 
 
 Proxy = TypeVar("Proxy", bound=SwitchableProxy)
+R = TypeVar("R")
+
+
+def turns(proxy: CountingProxy, attempt: Callable[[], R]) -> tuple[int, R]:
+    """The round trips `attempt()` made through `proxy`, and what it returned."""
+    before = proxy.turns
+    result = attempt()
+    return proxy.turns - before, result
 
 
 def proxied(url: str, default_port: int, kind: type[Proxy]) -> tuple[Proxy, str]:

@@ -132,9 +132,7 @@ class LeaseLock(LockBase):
         if self.dialect == "postgresql":  # prepared once (wire.py), as the merged statements are
             from lockconsole.backends.postgres.wire import wire_for
 
-            answer = wire_for(dbapi).exchange([(stmt.sql, stmt.params(given))])
-            if answer.error is not None:
-                raise answer.error
+            answer = wire_for(dbapi).exchange([(stmt.sql, stmt.params(given))]).checked()
             return answer.row(0) if fetch == "row" else answer.count(0)
         cur = dbapi.cursor()
         try:

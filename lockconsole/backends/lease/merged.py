@@ -66,12 +66,8 @@ class LeaseMerged(Merged):
         ]
         try:
             answer = wire_for(conn).exchange(statements)
-            if answer.error is not None:
-                raise answer.error
-            first, row = answer.row(0), answer.row(1)
-            if first is None or row is None:
-                raise DatabaseError(f"{lock.database.url.masked}: decide_run answered no row")
-            got_text, token_text = first
+            got_text, token_text = answer.first(0, lock.database.url.masked, "the lease's acquire")
+            row = answer.first(1, lock.database.url.masked, "decide_run")
         except psycopg.Error as exc:  # the pipeline's one transaction rolled back: no lease
             lock.held = False
             if conn.closed or conn.broken:
@@ -118,14 +114,7 @@ class LeaseMerged(Merged):
         params["async_commit"] = lock.job.ledger_commit == "async"
         try:
             answer = wire_for(conn).exchange([(sql, params)])
-            if answer.error is not None:
-                raise answer.error
-            done = answer.row(0)
-            if done is None:
-                raise DatabaseError(
-                    f"{lock.database.url.masked}: finish_release_lease answered no row"
-                )
-            held, closed = done[:2]
+            held, closed = answer.first(0, lock.database.url.masked, "finish_release_lease")[:2]
         except psycopg.Error as exc:  # rolled back: nothing written, nothing released
             log.debug("finish_release_lease failed, going on one statement at a time: %s", exc)
             if conn.closed or conn.broken:

@@ -207,9 +207,7 @@ class Ledger:
             except psycopg.Error as exc:  # after the Sync: the row may be committed, never twice
                 raise DatabaseError(self.describe(exc)) from None
             if answer is not None and answer.error is None:
-                row = answer.row(0)
-                if row is None:
-                    raise DatabaseError(f"{self.url.masked}: decide_run answered no row")
+                row = answer.first(0, self.url.masked, "decide_run")
                 if not self._ports_seen:
                     self._ports_seen = True
                     prepare_if_direct(self._conn, row[-2], row[-1])

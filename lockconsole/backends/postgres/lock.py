@@ -77,13 +77,9 @@ class _PgLock(LockBase):
         direct connection); a psycopg.Error as a cursor would raise it."""
         from lockconsole.backends.postgres.wire import wire_for
 
-        answer = wire_for(self.conn).exchange([(sql, params)])
-        if answer.error is not None:
-            raise answer.error
-        row = answer.row(0)
-        if row is None:
-            raise DatabaseError(f"{self.database.url.masked}: {what} answered no row")
-        return row
+        return (
+            wire_for(self.conn).exchange([(sql, params)]).first(0, self.database.url.masked, what)
+        )
 
     def one_row(self, cursor: Cursor[TupleRow], what: str) -> TupleRow:
         """The one row a lock function's SELECT answers."""
@@ -318,19 +314,12 @@ class PgXactLock(_PgLock):
             if _PIPELINE[0]:
                 from lockconsole.backends.postgres.wire import wire_for
 
-                answer = wire_for(self.conn).exchange(
-                    [
-                        (sqlfiles.load("begin_transaction"), {}),
-                        (self._sql("try_advisory_xact_lock"), self.key_params),
-                    ]
-                )
-                if answer.error is not None:
-                    raise answer.error
-                row = answer.row(1)
-                if row is None:
-                    raise DatabaseError(
-                        f"{self.database.url.masked}: pg_try_advisory_xact_lock answered no row"
-                    )
+                begin_and_try = [
+                    (sqlfiles.load("begin_transaction"), {}),
+                    (self._sql("try_advisory_xact_lock"), self.key_params),
+                ]
+                answer = wire_for(self.conn).exchange(begin_and_try)
+                row = answer.first(1, self.database.url.masked, "pg_try_advisory_xact_lock")
             else:  # libpq < 14: two round trips
                 self.conn.execute(sqlfiles.load("begin_transaction"))
                 cur = self.conn.execute(self._sql("try_advisory_xact_lock"), self.key_params)

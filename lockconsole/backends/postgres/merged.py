@@ -149,8 +149,8 @@ class SessionMerged(Merged):
         if answer.error is not None:
             self._undecided(answer.row(0), answer.error)
             return None
-        tried_row = _one(lock, answer.row(0), "pg_try_advisory_lock")
-        row = _one(lock, answer.row(1), "decide_run")
+        tried_row = answer.first(0, lock.database.url.masked, "pg_try_advisory_lock")
+        row = answer.first(1, lock.database.url.masked, "decide_run")
         _, got, pid, server_port, client_port = tried_row
         unlocked = row[4]
         lock.answered(got, pid, server_port, client_port, guarded=guarded)
@@ -225,7 +225,7 @@ class SessionMerged(Merged):
                 "finish_release_run failed, going on one statement at a time: %s", answer.error
             )
             return None
-        row = _one(lock, answer.row(0), "finish_release_run")
+        row = answer.first(0, lock.database.url.masked, "finish_release_run")
         held, closed, released = bool(row[0]), row[1], bool(row[2])
         if held and released:
             lock.held = False
@@ -323,17 +323,10 @@ class XactMerged(Merged):
                 except psycopg.Error:
                     pass
             return None
-        row = _one(lock, answer.row(1), "finish_release_run")
+        row = answer.first(1, lock.database.url.masked, "finish_release_run")
         held = bool(row[0])
         lock.held, lock.lost_on_release = False, not held
         return Finished(held, row[1], held)
-
-
-def _one(lock: _PgLock, row: tuple[Any, ...] | None, what: str) -> tuple[Any, ...]:
-    """The one row a statement answers; a DatabaseError when it answered none."""
-    if row is None:
-        raise DatabaseError(f"{lock.database.url.masked}: {what} answered no row")
-    return row
 
 
 def _spoke(lock: _PgLock) -> bool:

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import adapt, errors, pq
 
+from lockconsole.model.errors import DatabaseError
+
 if TYPE_CHECKING:
     from psycopg import Connection
 
@@ -103,6 +105,20 @@ class Answer:
     def row(self, index: int) -> tuple[Any, ...] | None:
         """Statement `index`'s first row; None when it failed, was not reached or had none."""
         return self.rows[index] if index < len(self.rows) else None
+
+    def checked(self) -> Answer:
+        """This answer, or its failure raised (a psycopg.Error, as a cursor raises it)."""
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def first(self, index: int, where: str, what: str) -> tuple[Any, ...]:
+        """Statement `index`'s first row; its failure raised; a DatabaseError saying
+        "`where`: `what` answered no row" when it had none."""
+        row = self.checked().row(index)
+        if row is None:
+            raise DatabaseError(f"{where}: {what} answered no row")
+        return row
 
     def count(self, index: int) -> int:
         """The rows statement `index` inserted, updated, deleted or returned (a cursor's
