@@ -204,26 +204,38 @@ def test_a_pause_in_untrusted_words_is_recorded_exactly(mysql_proxy, uid):
     assert attempt(3).outcome == "succeeded"
 
 
-@pytest.mark.parametrize("compound", [True, False])
-def test_decide_as_one_compound_statement_or_as_mysqls_seven_means_the_same(
-    merged, mysql_conn, monkeypatch, compound
+def _sent(monkeypatch: Any) -> list[str]:
+    """Every call the merged statements send from now on, as sent."""
+    from lockconsole.backends.mysql import answers
+
+    sent: list[str] = []
+    real = answers.call
+    monkeypatch.setattr(answers, "call", lambda conn, sql: sent.append(sql) or real(conn, sql))
+    return sent
+
+
+def _decides(sent: list[str]) -> list[str]:
+    return [sql for sql in sent if "lockconsole_decide_run" in sql or "GET_LOCK" in sql]
+
+
+@pytest.mark.parametrize("form", ["prepared", "compound", "seven"])
+def test_decide_prepared_or_as_one_compound_statement_or_as_seven_means_the_same(
+    merged, mysql_conn, monkeypatch, form
 ):
-    """MariaDB gets decide as one compound statement (one answer to wake up for); MySQL, which
-    has none, gets its seven statements. Both forms, on this MariaDB: a first attempt acquires,
-    a second instance finds the slot already run (the message exact, with untrusted words), and
-    the lock is let go."""
+    """MariaDB gets decide as one compound statement, prepared once per connection (text where
+    the server will not prepare it); MySQL, which has no anonymous compound statement, gets its
+    seven statements. The three forms, on this MariaDB: a first attempt acquires, a second
+    instance finds the slot already run (the message exact, with untrusted words), and the lock
+    is let go. The probe of the UPDATE privilege goes with the first decide on a connection."""
     from lockconsole.backends.mysql import merged as mysql_merged
 
     lock, ledger, statements = merged
     assert mysql_merged._is_mariadb(lock.conn)
-    monkeypatch.setattr(mysql_merged, "_is_mariadb", lambda conn: compound)
-    sent: list[str] = []
-    real_sql = mysql_merged.MysqlMerged._sql
-    monkeypatch.setattr(
-        mysql_merged.MysqlMerged,
-        "_sql",
-        lambda self, name, params: sent.append(real_sql(self, name, params)) or sent[-1],
-    )
+    if form == "seven":
+        monkeypatch.setattr(mysql_merged, "_is_mariadb", lambda conn: False)
+    elif form == "compound":
+        lock.preparing = False
+    sent = _sent(monkeypatch)
     first = statements.decide(ledger, _base(ledger, lock.name, ODD, 3), claims=True)
     assert first is not None and first.outcome == "acquired"
     assert statements.finish(ledger, first, "succeeded", exit_code=0, message=None) is not None
@@ -231,6 +243,76 @@ def test_decide_as_one_compound_statement_or_as_mysqls_seven_means_the_same(
     assert again is not None and again.outcome == "skipped"
     assert again.message == f"slot already ran on {ODD} (run {first.id}, succeeded)"
     assert not lock.held and _one(mysql_conn, "SELECT IS_USED_LOCK(%s)", lock.name)[0] is None
-    decides = [sql for sql in sent if "GET_LOCK" in sql]
+    decides = _decides(sent)
     assert len(decides) == 2
-    assert all(sql.startswith("BEGIN NOT ATOMIC") is compound for sql in decides)
+    assert ["WHERE 1 = 0" in sql for sql in decides] == [True, False]  # the probe, then not
+    if form == "prepared":
+        assert decides[0].startswith("PREPARE lockconsole_decide_run_0 FROM 'BEGIN NOT ATOMIC")
+        assert "\nEXECUTE lockconsole_decide_run_0 USING " in decides[0]
+        assert decides[1].startswith("PREPARE lockconsole_decide_run_probed_0 FROM")
+    else:
+        assert all(sql.startswith("BEGIN NOT ATOMIC") is (form == "compound") for sql in decides)
+        assert not any("PREPARE" in sql or "EXECUTE" in sql for sql in decides)
+
+
+def _slot_rows(conn: Any, job: str, hour: int) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT instance, outcome FROM lockconsole_runs WHERE job = %s AND slot = %s",
+            (job, SLOT.replace(hour=hour, tzinfo=None)),
+        )
+        return [tuple(row) for row in cur.fetchall()]
+
+
+def test_statements_deallocated_behind_its_back_are_prepared_again(merged, mysql_conn, monkeypatch):
+    """A prepared statement of ours gone from the connection (DEALLOCATE from elsewhere in the
+    session): its EXECUTE is refused before anything ran, so the call prepares it again and runs
+    once; the attempt is recorded once."""
+    lock, ledger, statements = merged
+    done = None
+    for hour in (3, 4):  # both decide forms and the finish prepared on this connection
+        run = statements.decide(ledger, _base(ledger, lock.name, "web-1", hour), claims=True)
+        assert run is not None and run.outcome == "acquired"
+        done = statements.finish(ledger, run, "succeeded", exit_code=0, message=None)
+    assert done is not None
+    assert lock.prepared == {"decide_run", "decide_run:probed", "finish_release_run"}
+    with lock.conn.cursor() as cur:
+        for name in ("lockconsole_decide_run_probed_0", "lockconsole_finish_release_run_0"):
+            cur.execute(f"DEALLOCATE PREPARE {name}")
+    sent = _sent(monkeypatch)
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 5), claims=True)
+    assert run is not None and run.outcome == "acquired"
+    finished = statements.finish(ledger, run, "succeeded", exit_code=0, message=None)
+    assert finished is not None and finished.outcome == "succeeded"
+    assert [sql.startswith("EXECUTE") for sql in sent] == [True, False, True, False]
+    assert "PREPARE lockconsole_decide_run_probed_0" in sent[1]
+    assert "PREPARE lockconsole_finish_release_run_0" in sent[3]
+    assert _slot_rows(mysql_conn, lock.name, 5) == [("web-1", "succeeded")]
+
+
+def test_a_statement_the_server_will_not_prepare_goes_as_text(merged, mysql_conn, monkeypatch):
+    """The server refuses the PREPARE (here: a text it cannot parse): nothing ran, the call goes
+    as text at once, and every merged call on that connection from then on; the attempt is
+    recorded once."""
+    from lockconsole.backends.mysql import merged as mysql_merged
+
+    lock, ledger, statements = merged
+    real = mysql_merged._prepared
+
+    def unparsable(name: str) -> Any:
+        good = real(name)
+        bad = tuple((ps, "THIS IS NOT SQL ?") for ps, _ in good.statements)
+        return mysql_merged._Prepared(bad, good.execute, good.names)
+
+    monkeypatch.setattr(mysql_merged, "_prepared", unparsable)
+    sent = _sent(monkeypatch)
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
+    assert run is not None and run.outcome == "acquired"
+    assert statements.finish(ledger, run, "succeeded", exit_code=0, message=None) is not None
+    assert (lock.preparing, lock.prepared) == (False, set())
+    assert [sql.split(None, 1)[0] for sql in sent] == ["PREPARE", "BEGIN", "UPDATE"]
+    assert _slot_rows(mysql_conn, lock.name, 3) == [("web-1", "succeeded")]
+    sent.clear()
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 4), claims=True)
+    assert run is not None and run.outcome == "acquired"
+    assert len(sent) == 1 and sent[0].startswith("BEGIN NOT ATOMIC")

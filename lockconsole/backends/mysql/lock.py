@@ -36,6 +36,11 @@ class MysqlLock(LockBase):
         # parameter name -> (its last value, the escaping mode, that value escaped): the merged
         # statements escape a value again only when it changed since the last attempt (merged.py)
         self.literals: dict[str, tuple[Any, int, str]] = {}
+        # the merged queries prepared on this connection (MariaDB); `preparing` turns False
+        # when the server refuses a PREPARE here, and the merged queries go as text from then on
+        self.prepared: set[str] = set()
+        self.preparing = True
+        self.probed = False  # decide_run's probe of the UPDATE privilege passed here once
 
     def _fetch(self, query: str) -> tuple[Any, ...] | None:
         """One row of a query file; the name is escaped in once per lock, not per call."""

@@ -19,6 +19,7 @@ SET @lc_got = GET_LOCK(%(name)s, 0), @lc_claim = CAST(NULL AS SIGNED),
     @lc_claimed = CAST(NULL AS CHAR), @lc_by = CAST(NULL AS CHAR), @lc_paused = CAST(NULL AS SIGNED),
     @lc_note = CAST(NULL AS CHAR), @lc_paused_by = CAST(NULL AS CHAR),
     @lc_paused_at = CAST(NULL AS CHAR), @lc_until = CAST(NULL AS CHAR);
+-- [probe] (once per connection: left out once it passed)
 UPDATE lockconsole_runs SET outcome = outcome WHERE 1 = 0;
 SELECT id, outcome, instance INTO @lc_claim, @lc_claimed, @lc_by
 FROM lockconsole_runs
