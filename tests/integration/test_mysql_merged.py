@@ -316,3 +316,22 @@ def test_a_statement_the_server_will_not_prepare_goes_as_text(merged, mysql_conn
     run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 4), claims=True)
     assert run is not None and run.outcome == "acquired"
     assert len(sent) == 1 and sent[0].startswith("BEGIN NOT ATOMIC")
+
+
+def test_a_processs_first_attempt_opens_one_connection_and_reads_the_clock_on_it(mysql_proxy, uid):
+    """The first attempt of a process reads the server's clock (the ledger's one clock) on the
+    lock's own connection when the ledger shares its database: one connection, not two. The
+    proxy's port makes the server new to this process's clock readings."""
+    from types import SimpleNamespace
+
+    from lockconsole.backends.ledger import clock
+
+    counting, url = mysql_proxy
+    job = f"mm_{uid}"
+    config = _config(url, job)
+    ledger_db = config.ledger_for(config.job(job))
+    server = SimpleNamespace(clock_key=clock.server_key("mysql", ledger_db.url))
+    assert clock.known(server) is None  # type: ignore[arg-type]
+    assert _attempt(job, config, "web-1", SLOT).outcome == "succeeded"
+    assert len(counting._live) == 2  # one client connection and its upstream
+    assert clock.known(server) is not None  # type: ignore[arg-type]

@@ -52,6 +52,21 @@ class MysqlLock(LockBase):
             cur.execute(sql)
             return cur.fetchone()
 
+    def server_time(self) -> Any:
+        """The server's clock now (naive UTC), on the lock's own connection: the ledger's clock
+        when the ledger shares this database, read without opening a connection for it."""
+        import pymysql
+
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(sqlfiles.load("select_server_time", "mysql"))
+                row = cur.fetchone()
+        except (pymysql.MySQLError, OSError) as exc:
+            raise self.failure("reading the server's clock", exc) from None
+        if row is None:
+            raise DatabaseError(f"{self.database.url.masked}: the server's clock answered no row")
+        return row[0]
+
     def failure(self, what: str, exc: BaseException) -> DatabaseError:
         url = self.database.url
         return DatabaseError(f"{url.masked}: {what} failed: {scrub(first_line(exc), url)}")
