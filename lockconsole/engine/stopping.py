@@ -60,7 +60,11 @@ class Stop:
         return event
 
     def is_set(self) -> bool:
-        return self._set
+        """Requested; also when the Event was set directly (a job holding it as a stop flag)."""
+        if self._set:
+            return True
+        event = self._event
+        return event is not None and event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         if self._set:

@@ -6,6 +6,7 @@ from typing import Any
 
 from lockconsole.backends import LockBase, sqlfiles
 from lockconsole.backends.connect import connect_mysql, first_line, socket_fd_of
+from lockconsole.backends.mysql import answers
 from lockconsole.config.urls import scrub
 from lockconsole.model.errors import DatabaseError
 from lockconsole.model.jobs import Database, Job
@@ -42,15 +43,19 @@ class MysqlLock(LockBase):
         self.preparing = True
         self.probed = False  # decide_run's probe of the UPDATE privilege passed here once
 
-    def _fetch(self, query: str) -> tuple[Any, ...] | None:
-        """One row of a query file; the name is escaped in once per lock, not per call."""
-        with self.conn.cursor() as cur:
-            sql = self._merged.get(query)
-            if sql is None:
+    def _fetch(self, query: str) -> tuple[int | None, ...] | None:
+        """One row of a query file (numbers or NULL), read by answers.call; the name is escaped
+        in once per lock, not per call."""
+        sql = self._merged.get(query)
+        if sql is None:
+            with self.conn.cursor() as cur:
                 sql = cur.mogrify(sqlfiles.load(query, "mysql"), {"name": self.name})
-                self._merged[query] = sql
-            cur.execute(sql)
-            return cur.fetchone()
+            self._merged[query] = sql
+        try:
+            row = answers.call(self.conn, sql)
+        except answers.CallFailed as failed:
+            raise failed.error from None
+        return None if row is None else tuple(None if v is None else int(v) for v in row)
 
     def server_time(self) -> Any:
         """The server's clock now (naive UTC), on the lock's own connection: the ledger's clock
@@ -107,13 +112,13 @@ class MysqlLock(LockBase):
             raise self.failure(f"GET_LOCK({self.name!r}, 0)", exc) from None
         if row is None:  # GET_LOCK always answers one row: a broken session
             raise DatabaseError(f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0): no row")
-        got, self.session_id = row[0], int(row[1])
+        got, self.session_id = row[0], row[1]
         if got is None:
             raise DatabaseError(
                 f"{self.database.url.masked}: GET_LOCK({self.name!r}, 0) returned NULL "
                 "(the server refused the lock name, or this session was killed)"
             )
-        self.held = int(got) == 1
+        self.held = got == 1
         return self.held
 
     def still_held(self) -> bool:

@@ -37,6 +37,13 @@ def test_a_stop_requested_after_its_event_was_made_sets_it() -> None:
     assert event.wait(DEADLINE) and stop.is_set()
 
 
+def test_a_stop_whose_event_a_job_set_itself_reads_as_set() -> None:
+    """attempt.stop is the Event a job may hold as its stop flag, and set itself."""
+    stop = Stop()
+    stop.event.set()
+    assert stop.is_set() and stop.wait(0) and stop.reason is None
+
+
 @pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
 )
