@@ -102,3 +102,22 @@ def test_a_socket_cut_while_waiting_ends_the_call_and_closes_the_connection(conn
     assert outcome[0].args[0] == 2013 and not conn.open
     with mysql_conn.cursor() as cur:
         cur.execute("KILL %s", (conn.thread_id(),))
+
+
+def test_a_connection_that_asked_for_deprecate_eof_is_read_by_the_cursor(conn, monkeypatch):
+    """Should PyMySQL ever ask for CLIENT_DEPRECATE_EOF, the reader hands the call to its cursor:
+    the same answers and the same CallFailed (the flag is set here after the handshake, so the
+    server still sends the EOF packets the cursor reads)."""
+    from lockconsole.backends.mysql import answers
+
+    sql = f"SET @x = {conn.escape(ODD)}; SELECT @x, NULL, 42"
+    expected = call(conn, sql)
+    monkeypatch.setattr(conn, "client_flag", conn.client_flag | answers._DEPRECATE_EOF)
+    used: list[str] = []
+    real = answers._by_cursor
+    monkeypatch.setattr(answers, "_by_cursor", lambda c, s: used.append(s) or real(c, s))
+    assert call(conn, sql) == expected == (ODD, None, "42")
+    with pytest.raises(CallFailed) as failed:
+        call(conn, "SET @x = 1; SELECT no_such_column; SET @x = 2")
+    assert failed.value.index == 1 and failed.value.error.args[0] == 1054
+    assert len(used) == 2

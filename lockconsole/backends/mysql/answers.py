@@ -13,7 +13,8 @@ because an error ends a multi-statement call there: nothing after it ran.
 Everything else stays PyMySQL's: the query is sent by `Connection._execute_command`, and the
 connection's `server_status` (which decides how strings are escaped) is kept as each answer
 sets it. The text protocol is read as PyMySQL asks for it (no CLIENT_DEPRECATE_EOF: a result
-set's column definitions and rows each end with an EOF packet).
+set's column definitions and rows each end with an EOF packet); a connection that asked for
+DEPRECATE_EOF (a PyMySQL that learnt it) is read through PyMySQL's cursor instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _OK, _EOF, _ERR, _LOCAL_INFILE, _NULL = 0x00, 0xFE, 0xFF, 0xFB, 0xFB
 _MORE_RESULTS = 0x0008  # SERVER_MORE_RESULTS_EXISTS: another answer follows this one
 _LONGEST = 0xFFFFFF  # a packet this long continues in the next
 _COM_QUERY = 3
+_DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF: result sets without their EOF packets
 
 
 class CallFailed(Exception):
@@ -68,6 +70,8 @@ def call(conn: Any, sql: str) -> tuple[str | None, ...] | None:
     from pymysql import err
     from pymysql.constants import CR
 
+    if conn.client_flag & _DEPRECATE_EOF:
+        return _by_cursor(conn, sql)
     conn._execute_command(_COM_QUERY, sql)
     if conn._current_timeout != conn._read_timeout:  # as PyMySQL's own reader sets it
         conn._sock.settimeout(conn._read_timeout)
@@ -129,3 +133,32 @@ def call(conn: Any, sql: str) -> tuple[str | None, ...] | None:
         index += 1
         if not status & _MORE_RESULTS:
             return wanted
+
+
+def _by_cursor(conn: Any, sql: str) -> tuple[str | None, ...] | None:
+    """call() through PyMySQL's cursor: the same answer (every value as text), the same
+    CallFailed."""
+    from pymysql import err
+
+    index, row = 0, None
+    with conn.cursor() as cur:
+        try:
+            cur.execute(sql)
+            while True:
+                if cur.description:
+                    found = cur.fetchone()
+                    row = None if found is None else tuple(_text(v) for v in found)
+                index += 1
+                if not cur.nextset():
+                    return row
+        except err.MySQLError as exc:
+            raise CallFailed(index, exc) from None
+
+
+def _text(value: Any) -> str | None:
+    """A cursor's value as the text protocol sent it."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode()
+    return str(value)
