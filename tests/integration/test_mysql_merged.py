@@ -331,7 +331,32 @@ def test_a_processs_first_attempt_opens_one_connection_and_reads_the_clock_on_it
     config = _config(url, job)
     ledger_db = config.ledger_for(config.job(job))
     server = SimpleNamespace(clock_key=clock.server_key("mysql", ledger_db.url))
-    assert clock.known(server) is None  # type: ignore[arg-type]
+    assert clock.known(server) is None
     assert _attempt(job, config, "web-1", SLOT).outcome == "succeeded"
     assert len(counting._live) == 2  # one client connection and its upstream
-    assert clock.known(server) is not None  # type: ignore[arg-type]
+    assert clock.known(server) is not None
+
+
+def test_an_execute_this_server_cannot_parse_turns_the_connection_to_text(
+    merged, mysql_conn, monkeypatch
+):
+    """The PREPAREs pass but the first EXECUTE is refused as unparsable (as an old MariaDB
+    without expressions in USING refuses it): that EXECUTE ran nothing, the call goes as text,
+    and so does every merged call on that connection; the attempt is recorded once."""
+    from lockconsole.backends.mysql import merged as mysql_merged
+
+    lock, ledger, statements = merged
+    real = mysql_merged._prepared
+
+    def unparsable(name: str) -> Any:
+        good = real(name)
+        return mysql_merged._Prepared(good.statements, good.execute + " USING", good.names)
+
+    monkeypatch.setattr(mysql_merged, "_prepared", unparsable)
+    sent = _sent(monkeypatch)
+    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
+    assert run is not None and run.outcome == "acquired"
+    assert statements.finish(ledger, run, "succeeded", exit_code=0, message=None) is not None
+    assert (lock.preparing, lock.prepared) == (False, set())
+    assert [sql.split(None, 1)[0] for sql in sent] == ["PREPARE", "BEGIN", "UPDATE"]
+    assert _slot_rows(mysql_conn, lock.name, 3) == [("web-1", "succeeded")]

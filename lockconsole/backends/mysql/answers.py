@@ -101,38 +101,45 @@ def call(conn: Any, sql: str) -> tuple[str | None, ...] | None:
         return CallFailed(index, err.InternalError("an error answer without an error"))
 
     index, wanted = 0, None
-    while True:
-        data = packet()
-        kind = data[0]
-        if kind == _ERR:
-            raise failed(index, data)
-        if kind == _OK:
-            _, at = _length(data, 1)  # affected rows
-            _, at = _length(data, at)  # last insert id
-            status = data[at] | data[at + 1] << 8
-        elif kind == _LOCAL_INFILE:  # never asked for: a stream we cannot follow
-            conn._force_close()
-            raise err.OperationalError(CR.CR_SERVER_LOST, "unexpected LOCAL INFILE request")
-        else:
-            columns, _ = _length(data, 0)
-            for _ in range(columns):
-                packet()  # a column definition
-            packet()  # the EOF after them
-            first = None
-            while True:
-                data = packet()
-                if data[0] == _ERR:
-                    raise failed(index, data)
-                if data[0] == _EOF and len(data) < 9:
-                    status = data[3] | data[4] << 8
-                    break
-                if first is None:
-                    first = data
-            wanted = None if first is None else _row(first, conn.encoding)
-        conn.server_status = status
-        index += 1
-        if not status & _MORE_RESULTS:
-            return wanted
+    try:
+        while True:
+            data = packet()
+            kind = data[0]
+            if kind == _ERR:
+                raise failed(index, data)
+            if kind == _OK:
+                _, at = _length(data, 1)  # affected rows
+                _, at = _length(data, at)  # last insert id
+                status = data[at] | data[at + 1] << 8
+            elif kind == _LOCAL_INFILE:  # never asked for: a stream we cannot follow
+                conn._force_close()
+                raise err.OperationalError(CR.CR_SERVER_LOST, "unexpected LOCAL INFILE request")
+            else:
+                columns, _ = _length(data, 0)
+                for _ in range(columns):
+                    packet()  # a column definition
+                packet()  # the EOF after them
+                first = None
+                while True:
+                    data = packet()
+                    if data[0] == _ERR:
+                        raise failed(index, data)
+                    if data[0] == _EOF and len(data) < 9:
+                        status = data[3] | data[4] << 8
+                        break
+                    if first is None:
+                        first = data
+                wanted = first  # decoded once every answer is read
+            conn.server_status = status
+            index += 1
+            if not status & _MORE_RESULTS:
+                break
+    except (CallFailed, err.MySQLError):
+        raise  # an error answer ends the call there; a lost connection is closed already
+    except BaseException:  # stopped half-way through the answers: out of step, never reused
+        conn._force_close()
+        raise
+    return None if wanted is None else _row(wanted, conn.encoding)
 
 
 def _by_cursor(conn: Any, sql: str) -> tuple[str | None, ...] | None:

@@ -65,6 +65,9 @@ _NO_BACKSLASH_ESCAPES = 512
 _PROBE = re.compile(r"^-- \[probe\][^\n]*\n[^;]*;\n", re.M)
 _STATEMENT_END = re.compile(r";[ \t]*\n")  # the end of a statement in a query file
 _UNKNOWN_STATEMENT = 1243  # ER_UNKNOWN_STMT_HANDLER: no prepared statement of that name
+# refused before it ran by a server that cannot run the EXECUTE as sent: a parse error (an old
+# MariaDB without expressions in USING), wrong arguments, not in the prepared protocol
+_UNPREPARABLE = frozenset({1064, 1210, 1295})
 
 
 def _last_row(cur: Any) -> tuple[Any, ...] | None:
@@ -215,13 +218,18 @@ class MysqlMerged(Merged):
                 # statement, has tried and recorded nothing
                 if not _refused(exc) or not conn.open:
                     raise exc from None
-                if index < len(prepares):  # this server will not prepare: text from now on
+                code = exc.args[0]
+                if index < len(prepares) or (index == len(prepares) and code in _UNPREPARABLE):
+                    # a PREPARE refused, or the first EXECUTE of what was just prepared refused
+                    # as something this server cannot run (a USING it does not parse): text
+                    # from now on on this connection
                     log.debug("%s cannot be prepared here: %s", name, exc)
                     lock.preparing = False
                     return self._answer(name, params)
-                if index == 0 and exc.args[0] == _UNKNOWN_STATEMENT:  # deallocated meanwhile
-                    lock.prepared.discard(name)
-                    continue
+                if code == _UNKNOWN_STATEMENT:  # deallocated behind our back
+                    lock.prepared.discard(name)  # prepared again next time, whatever ran now
+                    if index == 0:  # nothing ran: prepare and run it now
+                        continue
                 raise exc from None
             lock.prepared.add(name)
             return _json(row)
