@@ -7,6 +7,11 @@ every process has decided. The figure is the slowest decision of the 64 against 
 of a lone process; the raw side does the same race with psycopg (connect + try-lock), so the
 note can say how much of the spread is the machine (64 processes on the cores there are).
 
+Two more races say where lockconsole's extra time goes (info rows): racers that connect as
+lockconsole does and send only its try-lock through its libpq pipeline, and racers that also
+send `decide_run` with it (the two statements of a fresh connection's attempt, captured from a
+real one), with none of the engine's Python around them.
+
 64 racers on a machine with fewer cores cannot decide together: each decision needs CPU (a
 Python process, and a server backend forked for its connection), so the last one waits for
 most of the others. The same race is therefore also run with as many racers as there are
@@ -26,6 +31,7 @@ from .common import Row, config, main, median, pg_url, progress, raw_pg, uid
 
 PROCESSES = int(os.environ.get("LOCKCONSOLE_BENCH_RACERS", 64))
 ROUNDS = 3  # races per side
+SPLIT_ROUNDS = 5  # races per side of the split (info rows): their medians move more
 LONE_ROUNDS = 5  # lone decisions per side
 TARGET = 2.0
 RAW_TARGET = 1.3  # lockconsole's slowest decision (connect, try-lock, record) vs psycopg's
@@ -78,6 +84,67 @@ def _raw_racer(key: int, index: int, ready: Any, start: Any, go: Any, done: Any,
     if got:
         done.wait(60)
     conn.close()
+
+
+def _statements_racer(
+    cfg: Any,
+    job_name: str,
+    statements: list[tuple[str, dict[str, Any]]],
+    slot: datetime,
+    index: int,
+    ready: Any,
+    start: Any,
+    go: Any,
+    done: Any,
+    out: Any,
+) -> None:
+    """lockconsole's connect, then `statements` (the try-lock, and decide_run if given) in one
+    pipeline through its Wire: an attempt's statements without the engine."""
+    from lockconsole.backends.connect import connect_pg
+    from lockconsole.backends.postgres.wire import wire_for
+
+    database = cfg.database_for(cfg.job(job_name))
+    sent = [(sql, dict(params)) for sql, params in statements]  # this racer's own copy
+    if len(sent) > 1:
+        sent[1][1].update(slot=slot, instance=f"racer-{index}")
+    ready.put(index)
+    start.wait()
+    time.sleep(max(0.0, go.value - time.time()))
+    try:
+        conn = connect_pg(database.url, application_name=f"racer-{index}")
+        answer = wire_for(conn).exchange(sent)
+        tried = answer.row(0)
+        if answer.error is not None or tried is None:
+            raise RuntimeError(f"no answer: {answer.error}")
+        got = bool(tried[1])
+    except Exception as exc:  # report, never hang the parent
+        out.put((index, False, time.time() - go.value, str(exc)))
+        return
+    out.put((index, got, time.time() - go.value, None))
+    if got:
+        done.wait(60)
+    conn.close()
+
+
+def _fresh_statements(cfg: Any, job: str, slot: datetime) -> list[tuple[str, dict[str, Any]]]:
+    """The try-lock and decide_run of one attempt on fresh connections, as sent."""
+    from lockconsole import run_once
+    from lockconsole.backends.postgres import wire
+
+    sent: list[tuple[str, dict[str, Any]]] = []
+    exchange = wire.Wire.exchange
+
+    def capture(self: Any, statements: Any) -> Any:
+        sent.extend((sql, dict(params)) for sql, params in statements)
+        return exchange(self, statements)
+
+    wire.Wire.exchange = capture  # type: ignore[method-assign]
+    try:
+        with run_once(job, config=cfg, instance="capture", slot=slot, reuse_connections=False):
+            pass
+    finally:
+        wire.Wire.exchange = exchange  # type: ignore[method-assign]
+    return sent[:2]
 
 
 def race(target: Any, args: tuple[Any, ...], processes: int) -> tuple[int, list[float], list[str]]:
@@ -142,6 +209,14 @@ def run() -> list[Row]:
     def raw(n: int) -> tuple[int, list[float], list[str]]:
         return race(_raw_racer, (key,), n)
 
+    statements = _fresh_statements(cfg, job, next(slots))
+
+    def try_only(n: int) -> tuple[int, list[float], list[str]]:
+        return race(_statements_racer, (cfg, job, statements[:1], next(slots)), n)
+
+    def statements_only(n: int) -> tuple[int, list[float], list[str]]:
+        return race(_statements_racer, (cfg, job, statements, next(slots)), n)
+
     lc(1), raw(1)  # warm up: the ledger table, the server's caches
     progress(f"contention: {LONE_ROUNDS} lone decisions per side")
     lone = {"lc": [], "raw": []}  # type: dict[str, list[float]]
@@ -149,12 +224,23 @@ def run() -> list[Row]:
         lone["lc"] += lc(1)[1]
         lone["raw"] += raw(1)[1]
     progress(f"contention: {ROUNDS} races of {PROCESSES} processes per side")
-    slowest = {"lc": [], "raw": [], "async": []}  # type: dict[str, list[float]]
-    winners = {"lc": [], "raw": [], "async": []}  # type: dict[str, list[int]]
+    names = ("lc", "raw", "async", "try", "statements", "split_raw")
+    slowest: dict[str, list[float]] = {name: [] for name in names}
+    winners: dict[str, list[int]] = {name: [] for name in names}
     problems: list[str] = []
-    sides = (("lc", lc), ("raw", raw), ("async", lc_async))
+    sides: tuple[tuple[str, Any], ...] = (("lc", lc), ("raw", raw), ("async", lc_async))
     for i in range(ROUNDS):
         for side, fn in sides if i % 2 == 0 else sides[::-1]:
+            acquired, times, errors = fn(PROCESSES)
+            winners[side].append(acquired)
+            slowest[side].append(max(times))
+            problems += errors
+    # the split, in races of its own after the others (interleaved with them, its extra load
+    # made lockconsole's own slowest 0.2x worse), against raw races of its own
+    progress(f"contention: {SPLIT_ROUNDS} races of {PROCESSES} a side: try-lock, statements")
+    split = (("split_raw", raw), ("try", try_only), ("statements", statements_only))
+    for i in range(SPLIT_ROUNDS):
+        for side, fn in split if i % 2 == 0 else split[::-1]:
             acquired, times, errors = fn(PROCESSES)
             winners[side].append(acquired)
             slowest[side].append(max(times))
@@ -172,7 +258,7 @@ def run() -> list[Row]:
 
     lc_lone, raw_lone = median(lone["lc"]), median(lone["raw"])
     lc_slow, raw_slow = median(slowest["lc"]), median(slowest["raw"])
-    exactly_one = all(w == 1 for w in winners["lc"] + winners["raw"] + winners["async"])
+    exactly_one = all(w == 1 for name in names for w in winners[name])
     print(
         f"contention: acquired per race: lockconsole {winners['lc']}, raw {winners['raw']} "
         f"({'exactly one each' if exactly_one else 'NOT exactly one'})"
@@ -219,6 +305,23 @@ def run() -> list[Row]:
             RAW_TARGET,
             note=f"the 63 skips do not wait for the WAL flush; acquired {winners['async']}",
             status=None if exactly_one and not problems else "ERROR",
+        ),
+        Row(
+            f"contention: slowest of {PROCESSES}, lockconsole's connect and try-lock alone, vs raw",
+            median(slowest["try"]),
+            median(slowest["split_raw"]),
+            "s",
+            note="its connect, then the try-lock through its libpq pipeline: no ledger, no engine",
+            status="info" if exactly_one and not problems else "ERROR",
+        ),
+        Row(
+            f"contention: slowest of {PROCESSES}, lockconsole's statements alone, vs raw",
+            median(slowest["statements"]),
+            median(slowest["split_raw"]),
+            "s",
+            note="its connect, then the try-lock and decide_run in one pipeline (a fresh "
+            "connection's attempt, captured): what recording costs on a cold backend, no engine",
+            status="info" if exactly_one and not problems else "ERROR",
         ),
         Row(
             f"contention: slowest of {cores} (one per core) vs lone decision",
