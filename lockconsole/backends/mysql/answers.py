@@ -14,11 +14,13 @@ Everything else stays PyMySQL's: the query is sent by `Connection._execute_comma
 connection's `server_status` (which decides how strings are escaped) is kept as each answer
 sets it. The text protocol is read as PyMySQL asks for it (no CLIENT_DEPRECATE_EOF: a result
 set's column definitions and rows each end with an EOF packet); a connection that asked for
-DEPRECATE_EOF (a PyMySQL that learnt it) is read through PyMySQL's cursor instead.
+DEPRECATE_EOF (a PyMySQL that learnt it), or a PyMySQL without the reader used here, is read
+through PyMySQL's cursor instead.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 _OK, _EOF, _ERR, _LOCAL_INFILE, _NULL = 0x00, 0xFE, 0xFF, 0xFB, 0xFB
@@ -26,6 +28,14 @@ _MORE_RESULTS = 0x0008  # SERVER_MORE_RESULTS_EXISTS: another answer follows thi
 _LONGEST = 0xFFFFFF  # a packet this long continues in the next
 _COM_QUERY = 3
 _DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF: result sets without their EOF packets
+# what the reader uses of PyMySQL's Connection (private, so checked rather than assumed)
+_USED = ("_execute_command", "_read_bytes", "_force_close")
+
+
+@cache
+def readable(connection_class: type) -> bool:
+    """This PyMySQL's connections have the reader `call` uses (else their cursor reads)."""
+    return all(callable(getattr(connection_class, name, None)) for name in _USED)
 
 
 class CallFailed(Exception):
@@ -70,10 +80,11 @@ def call(conn: Any, sql: str) -> tuple[str | None, ...] | None:
     from pymysql import err
     from pymysql.constants import CR
 
-    if conn.client_flag & _DEPRECATE_EOF:
+    if conn.client_flag & _DEPRECATE_EOF or not readable(type(conn)):
         return _by_cursor(conn, sql)
     conn._execute_command(_COM_QUERY, sql)
-    if conn._current_timeout != conn._read_timeout:  # as PyMySQL's own reader sets it
+    # as PyMySQL's own reader sets it (one that does not keep _current_timeout sets it always)
+    if getattr(conn, "_current_timeout", None) != conn._read_timeout or conn._read_timeout is None:
         conn._sock.settimeout(conn._read_timeout)
         conn._current_timeout = conn._read_timeout
     read = conn._read_bytes

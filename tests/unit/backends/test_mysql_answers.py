@@ -12,7 +12,7 @@ import pytest
 from pymysql import err
 
 from lockconsole.backends.mysql import merged
-from lockconsole.backends.mysql.answers import CallFailed, _length, _row, call
+from lockconsole.backends.mysql.answers import CallFailed, _length, _row, call, readable
 
 MORE = 0x0008  # SERVER_MORE_RESULTS_EXISTS
 
@@ -67,7 +67,7 @@ class _Conn:
 
     encoding = "utf8"
     client_flag = 0
-    _read_timeout = _current_timeout = None
+    _read_timeout = _current_timeout = 10.0
 
     def __init__(self, payloads: list[bytes], *, break_sequence_at: int | None = None) -> None:
         wire = bytearray()
@@ -152,3 +152,13 @@ def test_each_prepared_statement_gets_as_many_values_as_it_has_placeholders(name
     for (ps, text), execute in zip(prepared.statements, executes, strict=True):
         assert execute.startswith(f"EXECUTE {ps} USING ")
         assert text.count("?") == execute.count("%(")
+
+
+def test_only_a_pymysql_with_the_reader_used_is_read_directly():
+    import pymysql
+
+    class Bare:  # a PyMySQL that renamed its reader
+        def _execute_command(self, command: int, sql: str) -> None: ...
+
+    assert readable(pymysql.connections.Connection)  # the installed PyMySQL has it
+    assert readable(_Conn) and not readable(Bare)
