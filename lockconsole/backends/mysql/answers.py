@@ -20,7 +20,6 @@ through PyMySQL's cursor instead.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 _OK, _EOF, _ERR, _LOCAL_INFILE, _NULL = 0x00, 0xFE, 0xFF, 0xFB, 0xFB
@@ -32,10 +31,16 @@ _DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF: result sets without their EOF 
 _USED = ("_execute_command", "_read_bytes", "_force_close")
 
 
-@cache
+_READABLE: dict[type, bool] = {}  # by connection class, asked once
+
+
 def readable(connection_class: type) -> bool:
     """This PyMySQL's connections have the reader `call` uses (else their cursor reads)."""
-    return all(callable(getattr(connection_class, name, None)) for name in _USED)
+    known = _READABLE.get(connection_class)
+    if known is None:
+        known = all(callable(getattr(connection_class, name, None)) for name in _USED)
+        _READABLE[connection_class] = known
+    return known
 
 
 class CallFailed(Exception):
