@@ -38,6 +38,13 @@ RAW_TARGET = 1.3  # lockconsole's slowest decision (connect, try-lock, record) v
 START_MARGIN = 0.3  # seconds between "everyone is ready" and the start
 
 
+def _wait_for_the_start(index: int, ready: Any, start: Any, go: Any) -> None:
+    """Say this racer is ready, then wait for the common start time."""
+    ready.put(index)
+    start.wait()
+    time.sleep(max(0.0, go.value - time.time()))
+
+
 def _lockconsole_racer(
     cfg: Any,
     job_name: str,
@@ -52,9 +59,7 @@ def _lockconsole_racer(
     from lockconsole.engine.runner import begin
 
     job = cfg.job(job_name)
-    ready.put(index)
-    start.wait()
-    time.sleep(max(0.0, go.value - time.time()))
+    _wait_for_the_start(index, ready, start, go)
     try:
         attempt = begin(
             job, cfg.database_for(job), cfg.ledger_for(job), instance=f"racer-{index}", slot=slot
@@ -71,9 +76,7 @@ def _lockconsole_racer(
 def _raw_racer(key: int, index: int, ready: Any, start: Any, go: Any, done: Any, out: Any) -> None:
     import psycopg
 
-    ready.put(index)
-    start.wait()
-    time.sleep(max(0.0, go.value - time.time()))
+    _wait_for_the_start(index, ready, start, go)
     try:
         conn = psycopg.connect(pg_url(), autocommit=True)
         got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
@@ -107,9 +110,7 @@ def _statements_racer(
     sent = [(sql, dict(params)) for sql, params in statements]  # this racer's own copy
     if len(sent) > 1:
         sent[1][1].update(slot=slot, instance=f"racer-{index}")
-    ready.put(index)
-    start.wait()
-    time.sleep(max(0.0, go.value - time.time()))
+    _wait_for_the_start(index, ready, start, go)
     try:
         conn = connect_pg(database.url, application_name=f"racer-{index}")
         answer = wire_for(conn).exchange(sent)

@@ -290,21 +290,34 @@ def test_statements_deallocated_behind_its_back_are_prepared_again(merged, mysql
     assert _slot_rows(mysql_conn, lock.name, 5) == [("web-1", "succeeded")]
 
 
-def test_a_statement_the_server_will_not_prepare_goes_as_text(merged, mysql_conn, monkeypatch):
-    """The server refuses the PREPARE (here: a text it cannot parse): nothing ran, the call goes
+def _unparsable_prepare(good: Any) -> Any:
+    """The server refuses the PREPARE: a text it cannot parse."""
+    from lockconsole.backends.mysql import merged as mysql_merged
+
+    bad = tuple((ps, "THIS IS NOT SQL ?") for ps, _ in good.statements)
+    return mysql_merged._Prepared(bad, good.execute, good.names)
+
+
+def _unparsable_execute(good: Any) -> Any:
+    """The PREPAREs pass, the first EXECUTE is refused as unparsable (as an old MariaDB without
+    expressions in USING refuses it)."""
+    from lockconsole.backends.mysql import merged as mysql_merged
+
+    return mysql_merged._Prepared(good.statements, good.execute + " USING", good.names)
+
+
+@pytest.mark.parametrize("broken", [_unparsable_prepare, _unparsable_execute])
+def test_a_call_the_server_will_not_prepare_or_execute_goes_as_text(
+    merged, mysql_conn, monkeypatch, broken
+):
+    """A refused PREPARE, or a first EXECUTE refused before it ran: nothing ran, the call goes
     as text at once, and every merged call on that connection from then on; the attempt is
     recorded once."""
     from lockconsole.backends.mysql import merged as mysql_merged
 
     lock, ledger, statements = merged
     real = mysql_merged._prepared
-
-    def unparsable(name: str) -> Any:
-        good = real(name)
-        bad = tuple((ps, "THIS IS NOT SQL ?") for ps, _ in good.statements)
-        return mysql_merged._Prepared(bad, good.execute, good.names)
-
-    monkeypatch.setattr(mysql_merged, "_prepared", unparsable)
+    monkeypatch.setattr(mysql_merged, "_prepared", lambda name: broken(real(name)))
     sent = _sent(monkeypatch)
     run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
     assert run is not None and run.outcome == "acquired"
@@ -335,28 +348,3 @@ def test_a_processs_first_attempt_opens_one_connection_and_reads_the_clock_on_it
     assert _attempt(job, config, "web-1", SLOT).outcome == "succeeded"
     assert len(counting._live) == 2  # one client connection and its upstream
     assert clock.known(server) is not None
-
-
-def test_an_execute_this_server_cannot_parse_turns_the_connection_to_text(
-    merged, mysql_conn, monkeypatch
-):
-    """The PREPAREs pass but the first EXECUTE is refused as unparsable (as an old MariaDB
-    without expressions in USING refuses it): that EXECUTE ran nothing, the call goes as text,
-    and so does every merged call on that connection; the attempt is recorded once."""
-    from lockconsole.backends.mysql import merged as mysql_merged
-
-    lock, ledger, statements = merged
-    real = mysql_merged._prepared
-
-    def unparsable(name: str) -> Any:
-        good = real(name)
-        return mysql_merged._Prepared(good.statements, good.execute + " USING", good.names)
-
-    monkeypatch.setattr(mysql_merged, "_prepared", unparsable)
-    sent = _sent(monkeypatch)
-    run = statements.decide(ledger, _base(ledger, lock.name, "web-1", 3), claims=True)
-    assert run is not None and run.outcome == "acquired"
-    assert statements.finish(ledger, run, "succeeded", exit_code=0, message=None) is not None
-    assert (lock.preparing, lock.prepared) == (False, set())
-    assert [sql.split(None, 1)[0] for sql in sent] == ["PREPARE", "BEGIN", "UPDATE"]
-    assert _slot_rows(mysql_conn, lock.name, 3) == [("web-1", "succeeded")]
