@@ -70,15 +70,6 @@ _UNKNOWN_STATEMENT = 1243  # ER_UNKNOWN_STMT_HANDLER: no prepared statement of t
 _UNPREPARABLE = frozenset({1064, 1210, 1295})
 
 
-def _last_row(cur: Any) -> tuple[Any, ...] | None:
-    """The row of the last result set of a multi-statement call (every set is read)."""
-    row = cur.fetchone() if cur.description else None
-    while cur.nextset():
-        if cur.description:
-            row = cur.fetchone()
-    return None if row is None else tuple(row)
-
-
 @cache
 def _template(name: str, compound: bool = False) -> tuple[str, tuple[str, ...]]:
     """A query file's text and the names of the parameters it uses, each once; with `compound`,
@@ -156,11 +147,6 @@ class MysqlMerged(Merged):
 
     def __init__(self, lock: MysqlLock) -> None:
         self.lock = lock
-
-    def _call(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        with self.lock.conn.cursor() as cur:
-            cur.execute(sqlfiles.load(name, "mysql"), params)
-            return _last_row(cur)
 
     def _literals(self, names: tuple[str, ...], params: dict[str, Any]) -> dict[str, str]:
         """Each of `names` escaped as a literal, kept while it stays the same (module doc)."""
@@ -296,10 +282,10 @@ class MysqlMerged(Merged):
         lock.held = lock.still_held()
         if lock.held and lock.session_id is None:  # the attempt's row names the holding session
             try:
-                row = self._call("select_session_id", {})
-            except (pymysql.MySQLError, OSError):
+                row = answers.call(lock.conn, sqlfiles.load("select_session_id", "mysql"))
+            except (pymysql.MySQLError, OSError, answers.CallFailed):
                 row = None
-            lock.session_id = None if row is None else int(row[0])
+            lock.session_id = None if row is None or row[0] is None else int(row[0])
         log.debug("decide_run failed, going on one statement at a time: %s", exc)
 
     def finish(
