@@ -35,6 +35,8 @@ from lockconsole.config.checks import (  # noqa: F401  (re-exported: public name
     check_timezone,
     parse_duration,
 )
+from lockconsole.config.idempotency import KEYS as IDEMPOTENCY_KEYS
+from lockconsole.config.idempotency import parse_idempotency
 from lockconsole.config.key_lines import locate
 from lockconsole.config.keymap import check_keymap
 from lockconsole.config.search import SEARCH_ORDER_HELP, find_config  # noqa: F401  (public here too)
@@ -72,7 +74,6 @@ _JOB_KEYS = {
     "stop_grace", "lock_check_timeout", "allow_pooler", "redis_prefix", "ledger_commit",
     "lock_group", "rerun_abandoned",
 }  # fmt: skip
-_IDEMPOTENCY_KEYS = {"table", "key", "run_column"}
 _FLAGS = ("once_per_slot", "allow_pooler", "rerun_abandoned")  # the true/false keys
 
 
@@ -380,7 +381,7 @@ class _Builder:
             lock_group=group,
         )
 
-    def field_error(self, where: tuple[str, ...]) -> Callable[[str, str], ConfigError]:
+    def field_error(self, where: tuple[str, ...]) -> Callable[[str | None, str], ConfigError]:
         return lambda key, message: self.error(where, key, message)
 
     def checked(
@@ -393,28 +394,5 @@ class _Builder:
             raise self.error(where, key, str(exc)) from None
 
     def idempotency(self, where: tuple[str, ...], raw: object) -> Idempotency:
-        spec = self.table(raw, where, _IDEMPOTENCY_KEYS)
-        if "table" not in spec or "key" not in spec:
-            raise self.error(where, None, "needs 'table' and 'key'")
-        try:
-            table = check_identifier(spec["table"])
-        except ValueError as exc:
-            raise self.error(where, "table", str(exc)) from None
-        cols = spec["key"]
-        if isinstance(cols, str):
-            cols = [cols]
-        if not isinstance(cols, list) or not cols:
-            raise self.error(where, "key", 'must be a list of column names, like ["tenant_id"]')
-        try:
-            key = tuple(check_column(c) for c in cols)
-        except ValueError as exc:
-            raise self.error(where, "key", str(exc)) from None
-        if len(set(key)) != len(key):
-            raise self.error(where, "key", "lists a column twice")
-        run_column = spec.get("run_column")
-        if run_column is not None:
-            try:
-                check_column(run_column)
-            except ValueError as exc:
-                raise self.error(where, "run_column", str(exc)) from None
-        return Idempotency(table, key, run_column)
+        spec = self.table(raw, where, IDEMPOTENCY_KEYS)
+        return parse_idempotency(spec, self.field_error(where))
