@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -30,7 +29,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from lockconsole.text.safe import fit
+from lockconsole.tui.widgets.cells import cell_segments, over
 from lockconsole.tui.widgets.table_model import (
     Cell,
     SortBy,
@@ -41,34 +40,6 @@ from lockconsole.tui.widgets.table_model import (
 from lockconsole.tui.widgets.tables import next_sort, row_cursor_keys, step_column
 
 Live = Callable[[str], Sequence[Cell] | None]
-
-
-def cell_segments(cell: Text, width: int) -> list[Segment]:
-    """One cell as segments of exactly `width` terminal cells: padded, or cut with '…'."""
-    if cell.cell_len > width:
-        cell = cell.copy()
-        cell.truncate(width, overflow="ellipsis")
-        if cell.cell_len > width:  # a wide character at the edge
-            cell = Text(fit(cell.plain, width), style=cell.style)
-    plain = cell.plain
-    base = Style.parse(cell.style) if isinstance(cell.style, str) else cell.style
-    pad = " " * (width - cell_len(plain))  # the row's style, not the cell's (reverse video)
-    if not cell.spans:
-        return [Segment(plain, base), Segment(pad)] if pad else [Segment(plain, base)]
-    cuts = sorted({0, len(plain), *(s.start for s in cell.spans), *(s.end for s in cell.spans)})
-    out = []
-    for start, end in zip(cuts, cuts[1:], strict=False):
-        if start >= len(plain):
-            break
-        style = base
-        for span in cell.spans:
-            if span.start <= start and end <= span.end:
-                extra = span.style
-                style = style + (Style.parse(extra) if isinstance(extra, str) else extra)
-        out.append(Segment(plain[start:end], style))
-    if pad:
-        out.append(Segment(pad))
-    return out
 
 
 class PaneTable(ScrollView, can_focus=True):
@@ -400,13 +371,7 @@ class PaneTable(ScrollView, can_focus=True):
         left = line.crop(0, fixed).apply_style(style if y == 0 else self._style("fixed"))
         right = line.crop(fixed + scroll_x, fixed + scroll_x + width - fixed).apply_style(style)
         if cursor:  # the cursor's colours over the cells' own, as the stock table paints it
-            left = _over(left, self._style("fixed-cursor"))
-            right = _over(right, self._style("cursor"))
+            left = over(left, self._style("fixed-cursor"))
+            right = over(right, self._style("cursor"))
             style = style + self._style("cursor")
         return Strip.join([left, right]).extend_cell_length(width, style)
-
-
-def _over(strip: Strip, style: Style) -> Strip:
-    """`style`'s colours over every segment, its other attributes under them."""
-    post = Style(color=style.color, bgcolor=style.bgcolor)
-    return Strip(Segment.apply_style(iter(strip), style, post), strip.cell_length)
