@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from lockconsole.backends import Lock
-from lockconsole.backends.ledger.outputs import keep_output
 from lockconsole.backends.ledger.store import Ledger
 from lockconsole.backends.ledger.store import finished as finished_run
 from lockconsole.backends.merged import LOST, Finished, Merged
@@ -24,19 +23,17 @@ from lockconsole.engine.closing import (
     DEADLINES,
     LEDGER_RETRY_SECONDS,
     Overdue,
-    borrow_lock_connection,
-    cut_ledger_loose,
     cut_loose,
     end_stuck_session,
     lock_still_held,
-    retrying,
     within,
 )
+from lockconsole.engine.outcome import closed_by_other, keep_run_output, record_outcome
 from lockconsole.engine.sessions import SessionRegistry, give_back
 from lockconsole.engine.stopping import Stop
 from lockconsole.engine.watchdog import WATCHDOGS, Watch
 from lockconsole.model.context import JobContext, qualified_run_id
-from lockconsole.model.errors import DatabaseError, LedgerDenied, LockLostError, RunClosedError
+from lockconsole.model.errors import LockLostError, RunClosedError
 from lockconsole.model.jobs import Job, Run, evolve
 
 log = logging.getLogger(__name__)
@@ -352,22 +349,26 @@ class Attempt:
                 if self._was_lost():
                     outcome, message = "lock_lost", message or LOST
                 faultpoints.reach("finish_before_record")  # checked, the outcome not yet written
-                self.run = self._record(outcome, exit_code, message)
+                try:
+                    self.run = record_outcome(
+                        self.ledger,
+                        self.job,
+                        self.run,
+                        self.lock,
+                        outcome,
+                        exit_code,
+                        message,
+                        lost=self._was_lost(),
+                    )
+                except RunClosedError:  # closed as abandoned by an instance that took the lock
+                    self.lost.set()
+                    self.run = closed_by_other(self.ledger, self.run, exit_code)
                 clean = self.run.outcome != "lock_lost"
-            self._keep_output()
+            keep_run_output(self.ledger, self.run, self.output, self.output_cut)
         finally:
             self._release(clean)
         log_attempt(self.run.outcome, self.run)
         return self.run
-
-    def _keep_output(self) -> None:
-        """Keep the job's output tail with its run (a failure is logged: the outcome stands)."""
-        if not self.output or self.run.id is None:
-            return
-        try:
-            keep_output(self.ledger, self.run.id, self.output, self.output_cut)
-        except (DatabaseError, LedgerDenied) as exc:
-            log.warning("could not keep the output of run %s: %s", self.run.id, exc)
 
     def _take_in(
         self, finished: Finished, outcome: str, exit_code: int | None, message: str | None
@@ -377,7 +378,8 @@ class Attempt:
             self._lock_gone(callbacks=False)
             outcome, message = "lock_lost", message or LOST
         if finished.outcome is None:  # closed meanwhile by an instance that took the lock
-            self.run = self._closed_by_other(exit_code)
+            self.lost.set()
+            self.run = closed_by_other(self.ledger, self.run, exit_code)
             return False
         params = self.ledger.finish_params_again(
             self.run, outcome, exit_code=exit_code, message=message
@@ -400,50 +402,6 @@ class Attempt:
             log.warning("releasing the lock of %s failed: %s", self.job.name, exc)
         finally:
             give_back(self.sessions, self.session_key, lock, self.ledger, keep=clean)
-
-    def _record(self, outcome: str, exit_code: int | None, message: str | None) -> Run:
-        """Write the outcome (retried while the database is away); lock_lost if it was closed."""
-
-        def write() -> Run:
-            if not self._was_lost():
-                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
-            # the peer that silenced the lock's connection may hold the ledger's as well: a
-            # write with no answer in check_timeout is cut loose and made on a fresh connection
-            with DEADLINES.bound(self.job.check_timeout, lambda: cut_ledger_loose(self.ledger)):
-                return self.ledger.finish(self.run, outcome, exit_code=exit_code, message=message)
-
-        try:
-            try:
-                return retrying(write)
-            except DatabaseError:
-                if self.lock is None or not borrow_lock_connection(self.ledger, self.lock):
-                    raise
-                log.warning("recording the outcome of %s on the lock's connection", self.job.name)
-                return write()
-        except RunClosedError:
-            return self._closed_by_other(exit_code)
-
-    def _closed_by_other(self, exit_code: int | None) -> Run:
-        """Another instance closed this attempt as abandoned: lock_lost, adding its real end."""
-        self.lost.set()
-        end = self.ledger.now()
-        try:
-            self.ledger.update(
-                "extend_lost_run",
-                {
-                    "id": self.run.id,
-                    "instance": self.run.instance,
-                    "pid": self.run.pid,
-                    "finished_at": end,
-                    "exit_code": exit_code,
-                },
-            )
-        except DatabaseError as exc:
-            log.warning("could not add the real end of run %s: %s", self.run.id, exc)
-        note = "another instance took the lock and closed this attempt as lock_lost"
-        return evolve(
-            self.run, outcome="lock_lost", finished_at=end, exit_code=exit_code, message=note
-        )
 
     def _hold_min(self, outcome: str) -> None:
         """Keep an advisory lock for min_hold (leases and Redis keys keep it themselves)."""
